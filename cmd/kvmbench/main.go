@@ -1,0 +1,149 @@
+// Command kvmbench is the benchmark driver behind `make bench`.
+//
+// It measures kvmd against a bare net/http baseline in the same run:
+// closed-loop load over keep-alive connections, several rounds with the
+// scenario order rotated each round, medians over rounds. It also measures
+// start-to-listening time, idle RSS and binary size, and can write the result
+// as BENCHMARKS.md.
+//
+// Usage:
+//
+//	kvmbench run --kvmd PATH [--rounds 5] [--duration 3s] [--conns 4] [--out BENCHMARKS.md]
+//	kvmbench baseline --listen 127.0.0.1:PORT
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage:
+  kvmbench run --kvmd PATH [--rounds N] [--duration D] [--warmup D] [--conns N] [--out FILE]
+  kvmbench baseline --listen 127.0.0.1:PORT
+`
+
+// cli runs the subcommand named in args[1] and returns the exit status.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) < 2 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[1] {
+	case "run":
+		cfg, err := parseRunFlags(args[2:], stderr)
+		if err != nil {
+			return 2
+		}
+		cfg.CommandLine = shellJoin(args)
+		cfg.ViaMake = os.Getenv("MAKELEVEL") != ""
+		self, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "kvmbench: locating own executable: %v\n", err)
+			return 1
+		}
+		cfg.Self = self
+		if err := run(ctx, cfg, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "kvmbench: %v\n", err)
+			return 1
+		}
+		return 0
+	case "baseline":
+		fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback only)")
+		if err := fs.Parse(args[2:]); err != nil {
+			return 2
+		}
+		if err := serveBaseline(ctx, *listen); err != nil {
+			fmt.Fprintf(stderr, "kvmbench baseline: %v\n", err)
+			return 1
+		}
+		return 0
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "kvmbench: unknown command %q\n%s", args[1], usage)
+		return 2
+	}
+}
+
+func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
+	cfg := defaultRunConfig()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.KVMD, "kvmd", "", "path of the kvmd binary under test (required)")
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "rounds; every scenario runs once per round")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time per scenario and round")
+	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "uncounted warm-up before each measurement")
+	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "keep-alive connections per scenario")
+	fs.StringVar(&cfg.Out, "out", "", "also write the report as a markdown file (e.g. BENCHMARKS.md)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	var bad []string
+	if cfg.KVMD == "" {
+		bad = append(bad, "--kvmd is required")
+	}
+	if fs.NArg() > 0 {
+		bad = append(bad, fmt.Sprintf("unexpected arguments %q", fs.Args()))
+	}
+	if cfg.Rounds < 1 || cfg.Rounds > 100 {
+		bad = append(bad, "--rounds must be 1..100")
+	}
+	if cfg.Conns < 1 || cfg.Conns > 256 {
+		bad = append(bad, "--conns must be 1..256")
+	}
+	if cfg.Duration < 10*time.Millisecond || cfg.Duration > 10*time.Minute {
+		bad = append(bad, "--duration must be 10ms..10m")
+	}
+	if cfg.Warmup < 0 || cfg.Warmup > time.Minute {
+		bad = append(bad, "--warmup must be 0..1m")
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "kvmbench run: %s\n%s", strings.Join(bad, "; "), usage)
+		return cfg, errors.New("bad flags")
+	}
+	return cfg, nil
+}
+
+// shellJoin quotes args so the line can be pasted back into a POSIX shell.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = shellQuote(a)
+	}
+	return strings.Join(out, " ")
+}
+
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

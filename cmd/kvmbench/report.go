@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"debug/buildinfo"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// row collects one scenario's rounds.
+type row struct {
+	scenario
+	rps      []float64 // per successful round
+	p50, p99 []time.Duration
+	perRound map[int]float64 // round -> req/s, for the rounds table
+	failures []string        // "round N: error", in order
+}
+
+func (r *row) add(round int, res *loadResult) {
+	if r.perRound == nil {
+		r.perRound = make(map[int]float64)
+	}
+	rps := res.RPS()
+	r.rps = append(r.rps, rps)
+	r.p50 = append(r.p50, res.Hist.quantile(0.50))
+	r.p99 = append(r.p99, res.Hist.quantile(0.99))
+	r.perRound[round] = rps
+}
+
+func (r *row) addFailure(round int, err error) {
+	r.failures = append(r.failures, fmt.Sprintf("round %d: %v", round+1, err))
+}
+
+func (r *row) medianRPS() float64 { return median(r.rps) }
+
+// report is the outcome of one run.
+type report struct {
+	cfg              runConfig
+	machine          machine
+	started          time.Time
+	finished         time.Time
+	binarySize       int64
+	listen           []time.Duration
+	idleRSS, loadRSS int64
+	idleRSSErr       error
+	loadRSSErr       error
+	rows             []*row
+	orders           [][]string // scenario order of each round
+}
+
+func (rep *report) reference() *row {
+	for _, r := range rep.rows {
+		if r.Name == referenceScenario {
+			return r
+		}
+	}
+	return nil
+}
+
+func (rep *report) failedRounds() int {
+	n := 0
+	for _, r := range rep.rows {
+		n += len(r.failures)
+	}
+	return n
+}
+
+// verdict is the result column: "pass", "MISS", "FAIL" (a round broke) or "—"
+// (no target).
+func verdict(hasTarget, ok bool) string {
+	switch {
+	case !hasTarget:
+		return "—"
+	case ok:
+		return "pass"
+	default:
+		return "MISS"
+	}
+}
+
+// writeTable writes the results as markdown tables with a summary.
+func (rep *report) writeTable(w io.Writer) {
+	ref := rep.reference()
+	refRPS := math.NaN()
+	if ref != nil {
+		refRPS = ref.medianRPS()
+	}
+	var misses []string
+	fmt.Fprintf(w, "| scenario | median req/s | vs baseline | p50 | p99 | target | result |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---|---|\n")
+	for _, r := range rep.rows {
+		med := r.medianRPS()
+		rat := ratio(med, refRPS)
+		target, result := "—", "—"
+		if r.Name == referenceScenario {
+			target = "reference"
+		}
+		if r.MinRatio > 0 {
+			target = fmt.Sprintf("≥ %.2fx", r.MinRatio)
+			ok := !math.IsNaN(rat) && rat >= r.MinRatio
+			result = verdict(true, ok)
+			if !ok {
+				misses = append(misses, r.Name+" ratio")
+			}
+		}
+		if len(r.failures) > 0 {
+			result = fmt.Sprintf("FAIL (%d/%d rounds)", len(r.failures), len(r.failures)+len(r.rps))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, fmtRPS(med), fmtRatio(rat),
+			fmtLatency(medianDuration(r.p50)), fmtLatency(medianDuration(r.p99)), target, result)
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintf(w, "| measure | value | target | result |\n")
+	fmt.Fprintf(w, "|---|---:|---|---|\n")
+	if rep.idleRSSErr != nil {
+		fmt.Fprintf(w, "| idle RSS | unknown (%v) | < %s | MISS |\n", rep.idleRSSErr, fmtMiB(targetIdleRSS))
+		misses = append(misses, "idle RSS")
+	} else {
+		ok := rep.idleRSS < targetIdleRSS
+		fmt.Fprintf(w, "| idle RSS | %s | < %s | %s |\n", fmtMiB(rep.idleRSS), fmtMiB(targetIdleRSS), verdict(true, ok))
+		if !ok {
+			misses = append(misses, "idle RSS")
+		}
+	}
+	if len(rep.listen) > 0 {
+		med := medianDuration(rep.listen)
+		ok := med <= targetListen
+		fmt.Fprintf(w, "| start to listening (median of %d, range %s–%s) | %s | ≤ %s | %s |\n", len(rep.listen),
+			fmtLatency(minDuration(rep.listen)), fmtLatency(maxDuration(rep.listen)),
+			fmtLatency(med), fmtLatency(targetListen), verdict(true, ok))
+		if !ok {
+			misses = append(misses, "start to listening")
+		}
+	}
+	fmt.Fprintf(w, "| binary size | %s | — | — |\n", fmtMiB(rep.binarySize))
+	if rep.loadRSSErr == nil {
+		fmt.Fprintf(w, "| RSS after the load rounds | %s | — | — |\n", fmtMiB(rep.loadRSS))
+	}
+	fmt.Fprintln(w)
+
+	switch {
+	case len(misses) == 0:
+		fmt.Fprintf(w, "All targets met. ")
+	default:
+		fmt.Fprintf(w, "Targets missed: %s. ", strings.Join(misses, ", "))
+	}
+	fmt.Fprintf(w, "Targets are reported, not enforced: a miss does not change the exit status; a round that got a wrong status or a broken connection does.\n")
+	for _, r := range rep.rows {
+		for _, f := range r.failures {
+			fmt.Fprintf(w, "\n- FAIL %s %s", r.Name, f)
+		}
+	}
+	if rep.failedRounds() > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+// writeRounds writes each round's req/s per scenario, in the order run.
+func (rep *report) writeRounds(w io.Writer) {
+	fmt.Fprintf(w, "| round | order |")
+	for _, r := range rep.rows {
+		fmt.Fprintf(w, " %s |", r.Name)
+	}
+	fmt.Fprintf(w, "\n|---:|---|%s\n", strings.Repeat("---:|", len(rep.rows)))
+	for i, order := range rep.orders {
+		fmt.Fprintf(w, "| %d | %s |", i+1, strings.Join(order, ", "))
+		for _, r := range rep.rows {
+			if v, ok := r.perRound[i]; ok {
+				fmt.Fprintf(w, " %s |", fmtRPS(v))
+			} else {
+				fmt.Fprintf(w, " failed |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// markdown renders the whole BENCHMARKS.md.
+func (rep *report) markdown() []byte {
+	var b bytes.Buffer
+	cfg := rep.cfg
+	m := rep.machine
+	fmt.Fprintf(&b, "# kvmd benchmarks\n\n")
+	if cfg.ViaMake {
+		fmt.Fprintf(&b, "Produced by `make bench`, which ran:\n\n")
+	} else {
+		fmt.Fprintf(&b, "Produced by:\n\n")
+	}
+	fmt.Fprintf(&b, "```\n%s\n```\n\n", cfg.CommandLine)
+	fmt.Fprintf(&b, "- Date: %s (run took %s)\n", rep.started.UTC().Format("2006-01-02 15:04 UTC"),
+		rep.finished.Sub(rep.started).Round(time.Second))
+	fmt.Fprintf(&b, "- Machine: %d CPUs, %s; Linux %s\n", m.nproc, m.cpuModel, m.kernel)
+	fmt.Fprintf(&b, "- Go: kvmbench built with %s", m.goDriver)
+	if m.goKVMD != "" {
+		fmt.Fprintf(&b, ", kvmd built with %s", m.goKVMD)
+	}
+	fmt.Fprintf(&b, "\n- Method: closed loop over %d keep-alive connections per scenario (each sends its next request only after reading the whole previous response); "+
+		"%s uncounted warm-up, then %s counted; %d rounds, the scenario order rotated each round so machine noise falls on every scenario alike; "+
+		"the table shows medians over rounds (latencies are the medians of each round's p50 and p99).\n",
+		cfg.Conns, cfg.Warmup, cfg.Duration, cfg.Rounds)
+	fmt.Fprintf(&b, "- Scenarios: `GET /api/auth/check` answered 200 `%s`. `baseline` is a bare Go net/http server (`kvmbench baseline`, its own process) "+
+		"that returns those bytes without any checks; `cookie` sends the session cookie from one login; "+
+		"`header` sends `X-KVMD-User`/`X-KVMD-Passwd` and `basic` sends `Authorization: Basic` for a bcrypt user made with `kvmd user add` "+
+		"(their cost relies on kvmd's verification cache).\n\n", baselineBody)
+	fmt.Fprintf(&b, "## Results\n\n")
+	rep.writeTable(&b)
+	fmt.Fprintf(&b, "\n## Rounds (req/s)\n\n")
+	rep.writeRounds(&b)
+	fmt.Fprintf(&b, "\n## Notes\n\n")
+	fmt.Fprintf(&b, "- The load generator runs on the same machine and shares its %d cores with the server under test, "+
+		"and with the baseline equally, so absolute numbers are lower than a remote client would measure; "+
+		"the ratios against the baseline are the figures to compare across machines.\n", m.nproc)
+	fmt.Fprintf(&b, "- Idle RSS is VmRSS from `/proc/PID/status` after kvmd answered one request and then sat idle for %s. "+
+		"Start to listening is the time from exec to the first HTTP response on `GET /api/auth/check` (polled every %s).\n",
+		cfg.Idle, pollEvery)
+	fmt.Fprintf(&b, "- Targets are reported, not enforced: a miss does not fail the run. A wrong status or a broken connection in any round does (non-zero exit).\n")
+	return b.Bytes()
+}
+
+// machine describes where the run happened.
+type machine struct {
+	nproc    int
+	cpuModel string
+	kernel   string
+	goDriver string
+	goKVMD   string
+}
+
+func readMachine(kvmdPath string) machine {
+	m := machine{nproc: runtime.NumCPU(), cpuModel: "unknown CPU", kernel: "unknown", goDriver: runtime.Version()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		if model := parseCPUModel(io.LimitReader(f, 1<<20)); model != "" {
+			m.cpuModel = model
+		}
+		f.Close()
+	}
+	if out, err := exec.Command("uname", "-r").Output(); err == nil {
+		m.kernel = strings.TrimSpace(string(out))
+	}
+	if bi, err := buildinfo.ReadFile(kvmdPath); err == nil {
+		m.goKVMD = bi.GoVersion
+	}
+	return m
+}
+
+// parseCPUModel returns the CPU name from /proc/cpuinfo: "model name" on x86,
+// the board's "Model" line on a Raspberry Pi, else "Hardware" or "CPU part".
+func parseCPUModel(r io.Reader) string {
+	found := map[string]string{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if _, seen := found[k]; !seen && v != "" {
+			found[k] = v
+		}
+	}
+	for _, k := range []string{"model name", "Model", "Hardware", "CPU part"} {
+		if v, ok := found[k]; ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func fmtRPS(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	s := fmt.Sprintf("%.0f", v)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func fmtRatio(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+func fmtLatency(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "—"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+}
+
+func fmtMiB(n int64) string {
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+func minDuration(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds[1:] {
+		m = min(m, d)
+	}
+	return m
+}
+
+func maxDuration(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds[1:] {
+		m = max(m, d)
+	}
+	return m
+}

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// runConfig is everything `kvmbench run` needs.
+type runConfig struct {
+	KVMD     string // kvmd binary under test
+	Self     string // this binary, exec'd for the baseline server
+	Rounds   int
+	Duration time.Duration
+	Warmup   time.Duration
+	Conns    int
+	Out      string // BENCHMARKS.md to write, or ""
+
+	Starts int           // start-to-listening samples
+	Idle   time.Duration // idle time before reading RSS
+
+	CommandLine string // as typed, for the report
+	ViaMake     bool   // run from a Makefile recipe
+}
+
+func defaultRunConfig() runConfig {
+	return runConfig{
+		Rounds:   5,
+		Duration: 3 * time.Second,
+		Warmup:   500 * time.Millisecond,
+		Conns:    4,
+		Starts:   5,
+		Idle:     time.Second,
+	}
+}
+
+// scenario is one row of the table: a raw request sent in a closed loop to
+// a server. Adding a row (another path, another server) is adding one of these.
+type scenario struct {
+	Name       string
+	Addr       string
+	Request    []byte
+	WantStatus int
+	// MinRatio is the target: median req/s at least this times the
+	// baseline's. 0 means no target.
+	MinRatio float64
+}
+
+// referenceScenario is the row the ratios are computed against.
+const referenceScenario = "baseline"
+
+// Targets outside the table.
+const (
+	targetIdleRSS = 16 << 20
+	targetListen  = 250 * time.Millisecond
+)
+
+// benchUser is the user created for the run; its password is random.
+const benchUser = "bench"
+
+var errRoundsFailed = errors.New("benchmark rounds failed")
+
+// rawRequest builds a keep-alive HTTP/1.1 request. headers are "Name: value"
+// lines without CRLF.
+func rawRequest(method, path, host string, headers []string, body []byte) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: kvmbench\r\n", method, path, host)
+	for _, h := range headers {
+		b.WriteString(h)
+		b.WriteString("\r\n")
+	}
+	if body != nil {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body))
+	}
+	b.WriteString("\r\n")
+	b.Write(body)
+	return []byte(b.String())
+}
+
+// authScenarios are the rows for GET /api/auth/check: the bare baseline and
+// kvmd with each credential kind.
+func authScenarios(baselineAddr, kvmdAddr, user, passwd, token string) []scenario {
+	const path = "/api/auth/check"
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + passwd))
+	return []scenario{
+		{Name: referenceScenario, Addr: baselineAddr, WantStatus: 200,
+			Request: rawRequest("GET", path, baselineAddr, nil, nil)},
+		{Name: "cookie", Addr: kvmdAddr, WantStatus: 200, MinRatio: 0.5,
+			Request: rawRequest("GET", path, kvmdAddr, []string{"Cookie: auth_token=" + token}, nil)},
+		{Name: "header", Addr: kvmdAddr, WantStatus: 200, MinRatio: 0.4,
+			Request: rawRequest("GET", path, kvmdAddr, []string{"X-KVMD-User: " + user, "X-KVMD-Passwd: " + passwd}, nil)},
+		{Name: "basic", Addr: kvmdAddr, WantStatus: 200,
+			Request: rawRequest("GET", path, kvmdAddr, []string{"Authorization: Basic " + basic}, nil)},
+	}
+}
+
+// run performs the whole benchmark and prints the report to stdout.
+func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err error) {
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "kvmbench: "+format+"\n", args...) }
+
+	kvmd, err := filepath.Abs(cfg.KVMD)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(kvmd)
+	if err != nil {
+		return fmt.Errorf("kvmd binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "kvmbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var procs children
+	defer procs.stopAll(2 * time.Second)
+
+	rep := &report{cfg: cfg, binarySize: st.Size(), started: time.Now()}
+	rep.machine = readMachine(kvmd)
+
+	// Users file, through kvmd's own command.
+	users := filepath.Join(dir, "htpasswd")
+	passwd, err := randomPassword()
+	if err != nil {
+		return err
+	}
+	logf("creating user %q with %s user add", benchUser, filepath.Base(kvmd))
+	if err := addUser(ctx, kvmd, users, benchUser, passwd); err != nil {
+		return err
+	}
+
+	// Start-to-listening, on fresh processes.
+	for i := range cfg.Starts {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		c, err := procs.start("kvmd", kvmd, []string{"serve", "--listen", addr, "--users", users},
+			filepath.Join(dir, fmt.Sprintf("kvmd-start%d.log", i+1)))
+		if err != nil {
+			return err
+		}
+		d, err := waitListening(ctx, c, addr)
+		procs.stop(c, 3*time.Second)
+		if err != nil {
+			return err
+		}
+		rep.listen = append(rep.listen, d)
+	}
+	logf("start to listening: %v (median of %d)", medianDuration(rep.listen).Round(10*time.Microsecond), len(rep.listen))
+
+	// The two servers under load.
+	baseAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	base, err := procs.start("baseline", cfg.Self, []string{"baseline", "--listen", baseAddr}, filepath.Join(dir, "baseline.log"))
+	if err != nil {
+		return err
+	}
+	if _, err := waitListening(ctx, base, baseAddr); err != nil {
+		return err
+	}
+	kvmdAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	srv, err := procs.start("kvmd", kvmd, []string{"serve", "--listen", kvmdAddr, "--users", users}, filepath.Join(dir, "kvmd.log"))
+	if err != nil {
+		return err
+	}
+	if _, err := waitListening(ctx, srv, kvmdAddr); err != nil {
+		return err
+	}
+	// Idle RSS: after one answered request (the readiness probe) and an idle pause.
+	if err := sleepCtx(ctx, cfg.Idle); err != nil {
+		return err
+	}
+	rep.idleRSS, rep.idleRSSErr = readVmRSS(srv.cmd.Process.Pid)
+	if rep.idleRSSErr != nil {
+		logf("idle RSS: %v", rep.idleRSSErr)
+	}
+
+	token, err := login(ctx, kvmdAddr, benchUser, passwd)
+	if err != nil {
+		return fmt.Errorf("%w; last lines of %s:\n%s", err, srv.logPath, logTail(srv.logPath, 20))
+	}
+
+	scenarios := authScenarios(baseAddr, kvmdAddr, benchUser, passwd, token)
+	rep.rows = make([]*row, len(scenarios))
+	byName := make(map[string]*row, len(scenarios))
+	for i, sc := range scenarios {
+		rep.rows[i] = &row{scenario: sc}
+		byName[sc.Name] = rep.rows[i]
+	}
+	for round := range cfg.Rounds {
+		order := rotate(scenarios, round)
+		names := make([]string, len(order))
+		for i, sc := range order {
+			names[i] = sc.Name
+		}
+		rep.orders = append(rep.orders, names)
+		for _, sc := range order {
+			r := byName[sc.Name]
+			res, err := runLoad(ctx, loadConfig{
+				Addr: sc.Addr, Request: sc.Request, WantStatus: sc.WantStatus,
+				Conns: cfg.Conns, Warmup: cfg.Warmup, Duration: cfg.Duration,
+			})
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				logf("round %d/%d %-8s FAILED: %v", round+1, cfg.Rounds, sc.Name, err)
+				r.addFailure(round, err)
+				continue
+			}
+			r.add(round, res)
+			logf("round %d/%d %-8s %9.0f req/s  p50 %-9s p99 %s", round+1, cfg.Rounds, sc.Name,
+				res.RPS(), fmtLatency(res.Hist.quantile(0.5)), fmtLatency(res.Hist.quantile(0.99)))
+		}
+	}
+	rep.loadRSS, rep.loadRSSErr = readVmRSS(srv.cmd.Process.Pid)
+	if srv.exited() {
+		return srv.exitError()
+	}
+	rep.finished = time.Now()
+
+	rep.writeTable(stdout)
+	if cfg.Out != "" {
+		if err := writeFileAtomic(cfg.Out, rep.markdown()); err != nil {
+			return fmt.Errorf("writing report: %w", err)
+		}
+		logf("wrote %s", cfg.Out)
+	}
+	if n := rep.failedRounds(); n > 0 {
+		return fmt.Errorf("%w: %d scenario runs got a wrong status or broke", errRoundsFailed, n)
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func randomPassword() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// addUser runs `kvmd user add NAME --users FILE` with the password as the
+// first line of a non-terminal stdin.
+func addUser(ctx context.Context, kvmd, users, name, passwd string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kvmd, "user", "add", name, "--users", users)
+	cmd.Stdin = strings.NewReader(passwd + "\n")
+	cmd.SysProcAttr = childSysProcAttr()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s user add: %w; output:\n%s", kvmd, err, strings.TrimSpace(string(out)))
+	}
+	if st, err := os.Stat(users); err != nil || st.Size() == 0 {
+		return fmt.Errorf("%s user add did not write %s", kvmd, users)
+	}
+	return nil
+}
+
+// login posts the credentials to /api/auth/login and returns the session
+// token from Set-Cookie. It is one request outside any measurement, so the
+// standard client is fine here.
+func login(ctx context.Context, addr, user, passwd string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	body := "user=" + url.QueryEscape(user) + "&passwd=" + url.QueryEscape(passwd)
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/api/auth/login", strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("login: %w", err)
+	}
+	defer resp.Body.Close()
+	respBody, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("login: status %d, want 200; body %q", resp.StatusCode, respBody)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == "auth_token" {
+			if !isToken(c.Value) {
+				return "", fmt.Errorf("login: auth_token is not 64 lowercase hex digits (%d chars)", len(c.Value))
+			}
+			return c.Value, nil
+		}
+	}
+	return "", errors.New("login: 200 without an auth_token cookie")
+}
+
+func isToken(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// writeFileAtomic replaces path with data so a reader never sees half a file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

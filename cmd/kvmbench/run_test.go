@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The end-to-end test runs `kvmbench run` with this test binary standing in
+// for both itself (the baseline server) and kvmd: when fakeExecEnv is set the
+// binary is a child process, not a test run.
+const (
+	fakeExecEnv  = "KVMBENCH_TEST_EXEC"
+	fakeBreakEnv = "KVMBENCH_TEST_BREAK" // scenario the fake kvmd answers 403
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeExecEnv) != "" {
+		os.Exit(fakeMain(os.Args))
+	}
+	os.Exit(m.Run())
+}
+
+func fakeMain(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(args) > 1 && args[1] == "baseline" {
+		return cli(ctx, args, os.Stdout, os.Stderr)
+	}
+	if err := fakeKVMD(ctx, args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "fake kvmd:", err)
+		return 1
+	}
+	return 0
+}
+
+// fakeKVMD implements just enough of kvmd's command line and auth API for
+// the driver: `user add NAME --users FILE` and `serve --listen A --users FILE`.
+// It stores the password in plain text; it is a stand-in, not kvmd.
+func fakeKVMD(ctx context.Context, args []string) error {
+	flagValue := func(name string) string {
+		for i, a := range args {
+			if a == name && i+1 < len(args) {
+				return args[i+1]
+			}
+		}
+		return ""
+	}
+	switch {
+	case len(args) >= 3 && args[0] == "user" && args[1] == "add":
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(flagValue("--users"), []byte(args[2]+":"+strings.TrimSpace(line)+"\n"), 0o600)
+	case len(args) >= 1 && args[0] == "serve":
+		data, err := os.ReadFile(flagValue("--users"))
+		if err != nil {
+			return err
+		}
+		user, passwd, _ := strings.Cut(strings.TrimSpace(string(data)), ":")
+		tokenBytes := make([]byte, 32)
+		_, _ = rand.Read(tokenBytes)
+		token := hex.EncodeToString(tokenBytes)
+		broken := os.Getenv(fakeBreakEnv)
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /api/auth/login", func(w http.ResponseWriter, r *http.Request) {
+			if r.FormValue("user") != user || r.FormValue("passwd") != passwd {
+				http.Error(w, `{"ok":false}`, 403)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: "auth_token", Value: token, Path: "/", HttpOnly: true})
+			fmt.Fprint(w, baselineBody)
+		})
+		mux.HandleFunc("GET /api/auth/check", func(w http.ResponseWriter, r *http.Request) {
+			kind, ok := "", false
+			if u := r.Header.Get("X-KVMD-User"); u != "" {
+				kind, ok = "header", u == user && r.Header.Get("X-KVMD-Passwd") == passwd
+			} else if c, err := r.Cookie("auth_token"); err == nil {
+				kind, ok = "cookie", c.Value == token
+			} else if u, p, has := r.BasicAuth(); has {
+				kind, ok = "basic", u == user && p == passwd
+			} else {
+				http.Error(w, `{"ok":false}`, 401)
+				return
+			}
+			if !ok || kind == broken {
+				http.Error(w, `{"ok":false,"result":{"error":"ForbiddenError"}}`, 403)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, baselineBody)
+		})
+		srv := &http.Server{Addr: flagValue("--listen"), Handler: mux}
+		go func() { <-ctx.Done(); srv.Close() }()
+		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+	return fmt.Errorf("unsupported arguments %q", args)
+}
+
+func testRunConfig(t *testing.T) runConfig {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fakeExecEnv, "1")
+	cfg := defaultRunConfig()
+	cfg.KVMD, cfg.Self = self, self
+	cfg.Rounds, cfg.Starts, cfg.Conns = 2, 2, 2
+	cfg.Duration, cfg.Warmup, cfg.Idle = 80*time.Millisecond, 20*time.Millisecond, 50*time.Millisecond
+	cfg.CommandLine = "kvmbench run --kvmd fake"
+	return cfg
+}
+
+func TestRunEndToEnd(t *testing.T) {
+	cfg := testRunConfig(t)
+	cfg.Out = filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	var stdout, stderr strings.Builder
+	if err := run(context.Background(), cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	table := stdout.String()
+	for _, want := range []string{"| baseline |", "| cookie |", "| header |", "| basic |", "1.00x", "idle RSS", "start to listening", "binary size"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "FAIL") {
+		t.Errorf("table reports a failure:\n%s", table)
+	}
+	md, err := os.ReadFile(cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, baseline |", "shares its"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestRunFailsOnWrongStatus(t *testing.T) {
+	cfg := testRunConfig(t)
+	cfg.Rounds, cfg.Starts = 1, 1
+	t.Setenv(fakeBreakEnv, "header")
+	var stdout, stderr strings.Builder
+	err := run(context.Background(), cfg, &stdout, &stderr)
+	if !errors.Is(err, errRoundsFailed) {
+		t.Fatalf("run error = %v, want errRoundsFailed\nstderr:\n%s", err, stderr.String())
+	}
+	if out := stdout.String(); !strings.Contains(out, "| header |") || !strings.Contains(out, "FAIL (1/1 rounds)") ||
+		!strings.Contains(out, "status 403, want 200") {
+		t.Errorf("table does not show the failed scenario and its status:\n%s", out)
+	}
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"golang.org/x/term"
+
+	"kvmd/httpd/auth"
+	"kvmd/internal/atomicfile"
+)
+
+const userUsage = "usage: kvmd user list --users FILE\n" +
+	"       kvmd user add|set|del NAME --users FILE"
+
+// usersPerm keeps password hashes away from other local users. The file
+// keeps its owner and group across edits (see atomicfile.Write).
+const usersPerm = 0o600
+
+// userCmd runs "kvmd user list|add|set|del NAME --users FILE". add refuses
+// an existing user, set creates or updates one (as PiKVM's kvmd-htpasswd
+// set does), del removes one. Every edit rewrites the file atomically under
+// a lock and leaves every other line, comments and malformed lines included,
+// as it was.
+func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("user: missing subcommand\n" + userUsage)
+	}
+	action := args[0]
+	switch action {
+	case "list", "add", "set", "del":
+	case "-h", "--help", "help":
+		fmt.Fprintln(stderr, userUsage)
+		return flag.ErrHelp
+	default:
+		return fmt.Errorf("user: unknown subcommand %q\n%s", action, userUsage)
+	}
+
+	fset := flag.NewFlagSet("kvmd user "+action, flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	fset.Usage = func() {
+		fmt.Fprintln(stderr, userUsage)
+		fset.PrintDefaults()
+	}
+	path := fset.String("users", "", "the users `FILE` (htpasswd format)")
+	names, err := parseInterleaved(fset, args[1:])
+	if err != nil {
+		return err
+	}
+	if *path == "" {
+		return fmt.Errorf("user %s: --users FILE is required\n%s", action, userUsage)
+	}
+
+	if action == "list" {
+		if len(names) != 0 {
+			return fmt.Errorf("user list: unexpected argument %q\n%s", names[0], userUsage)
+		}
+		return listUsers(*path, stdout, stderr)
+	}
+	if len(names) != 1 {
+		return fmt.Errorf("user %s: want exactly one user NAME, got %d\n%s", action, len(names), userUsage)
+	}
+	name := names[0]
+	if err := auth.ValidUser(name); err != nil {
+		return fmt.Errorf("user %s: %w", action, err)
+	}
+
+	if action == "del" {
+		return updateUsers(*path, stderr, func(f *auth.Htpasswd) error {
+			if !f.Delete(name) {
+				return fmt.Errorf("user del: no user %q in %s", name, *path)
+			}
+			return nil
+		})
+	}
+
+	if action == "add" {
+		// Refuse before asking for a password; checked again under the lock.
+		if exists, err := hasUser(*path, name); err != nil {
+			return err
+		} else if exists {
+			return errUserExists(name, *path)
+		}
+	}
+	passwd, err := readPassword(stdin, stderr)
+	if err != nil {
+		return fmt.Errorf("user %s: %w", action, err)
+	}
+	if passwd == "" {
+		return fmt.Errorf("user %s: empty password refused", action)
+	}
+	if err := auth.ValidPasswd(passwd); err != nil {
+		return fmt.Errorf("user %s: %w", action, err)
+	}
+	hash, err := auth.NewHash(passwd)
+	if err != nil {
+		return fmt.Errorf("user %s: %w", action, err)
+	}
+	return updateUsers(*path, stderr, func(f *auth.Htpasswd) error {
+		if _, ok := f.Lookup(name); ok && action == "add" {
+			return errUserExists(name, *path)
+		}
+		f.Set(name, hash)
+		return nil
+	})
+}
+
+func errUserExists(name, path string) error {
+	return fmt.Errorf("user add: user %q already exists in %s (use \"kvmd user set\" to change the password)", name, path)
+}
+
+// parseInterleaved parses flags that may come before, between or after
+// positional arguments, which the flag package alone stops at, and returns
+// the positional ones. Everything after "--" is positional.
+func parseInterleaved(fset *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fset.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fset.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// readUsers reads and parses the users file, printing what cannot be used
+// in it as warnings: the daemon ignores those lines, and an edit keeps them.
+func readUsers(path string, stderr io.Writer) (*auth.Htpasswd, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading users file: %w", err)
+	}
+	return parseUsers(path, data, stderr), nil
+}
+
+func parseUsers(path string, data []byte, stderr io.Writer) *auth.Htpasswd {
+	f, errs := auth.ParseHtpasswd(data)
+	for _, err := range errs {
+		fmt.Fprintf(stderr, "kvmd: warning: %s: %v\n", path, err)
+	}
+	return f
+}
+
+func hasUser(path, name string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading users file: %w", err)
+	}
+	f, _ := auth.ParseHtpasswd(data)
+	_, ok := f.Lookup(name)
+	return ok, nil
+}
+
+func listUsers(path string, stdout, stderr io.Writer) error {
+	f, err := readUsers(path, stderr)
+	if err != nil {
+		return err
+	}
+	for _, u := range f.Users() {
+		fmt.Fprintln(stdout, u)
+	}
+	return nil
+}
+
+// updateUsers applies edit to the users file under its lock. A missing file
+// starts empty.
+func updateUsers(path string, stderr io.Writer, edit func(*auth.Htpasswd) error) error {
+	return atomicfile.Update(path, usersPerm, func(old []byte) ([]byte, error) {
+		f := parseUsers(path, old, stderr)
+		if err := edit(f); err != nil {
+			return nil, err
+		}
+		return f.Bytes(), nil
+	})
+}
+
+// maxPasswdLine bounds what is read from a non-terminal stdin: more than a
+// password can be (512 bytes) plus its line ending, so that an overlong
+// one is refused rather than cut.
+const maxPasswdLine = 1024
+
+// readPassword asks for the password twice with echo off when stdin is a
+// terminal, and otherwise reads the first line of stdin, so that scripts can
+// pipe it in without it showing in the process list.
+func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fd := int(f.Fd())
+		fmt.Fprint(stderr, "Password: ")
+		p1, err := term.ReadPassword(fd)
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", fmt.Errorf("reading password: %w", err)
+		}
+		fmt.Fprint(stderr, "Repeat password: ")
+		p2, err := term.ReadPassword(fd)
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", fmt.Errorf("reading password: %w", err)
+		}
+		if string(p1) != string(p2) {
+			return "", errors.New("the passwords do not match")
+		}
+		return string(p1), nil
+	}
+	line, err := bufio.NewReader(io.LimitReader(stdin, maxPasswdLine)).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return "", fmt.Errorf("reading password from stdin: %w", err)
+	}
+	line = strings.TrimSuffix(line, "\n")
+	line = strings.TrimSuffix(line, "\r")
+	return line, nil
+}

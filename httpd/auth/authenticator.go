@@ -1,0 +1,158 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+)
+
+// Method names how a request proved who it is. The names are the ones
+// kvmd uses in its logs.
+type Method string
+
+// The authentication methods, in the order they are tried.
+const (
+	MethodHeader Method = "xhdr"
+	MethodCookie Method = "cookie"
+	MethodBasic  Method = "basic"
+	MethodPeer   Method = "peer"
+	MethodLogin  Method = "login"
+)
+
+var (
+	// ErrForbidden is a wrong user, password, 2FA code or session.
+	ErrForbidden = errors.New("auth: forbidden")
+	// ErrUnavailable is a check that could not be made now (the request
+	// ended while waiting for its turn).
+	ErrUnavailable = errors.New("auth: unavailable")
+)
+
+// RateLimitedError says an address must wait before trying again.
+type RateLimitedError struct{ Wait time.Duration }
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("auth: too many failures, retry in %s", e.Wait.Round(time.Second))
+}
+
+// Authenticator decides who a request is. It logs every decision it makes
+// to Log (the audit log): failures always, successes of a login or of a
+// password actually checked against its hash. Repeated per-request
+// successes answered from the cache are left to the access log.
+type Authenticator struct {
+	Users    *Users
+	TOTP     *TOTP // nil: 2FA not configured
+	Sessions *Sessions
+	Limiter  *Limiter
+	Log      *slog.Logger
+	Now      func() time.Time
+}
+
+// New wires an Authenticator: the users file's changes end the sessions of
+// users whose entry changed or vanished.
+func New(users *Users, tfa *TOTP, sessions *Sessions, limiter *Limiter, log *slog.Logger) *Authenticator {
+	a := &Authenticator{Users: users, TOTP: tfa, Sessions: sessions, Limiter: limiter, Log: log, Now: time.Now}
+	users.OnChange = func(user string) {
+		if n := sessions.EndUser(user); n > 0 {
+			log.Info("sessions ended: user changed or removed", "user", user, "sessions", n)
+		}
+	}
+	return a
+}
+
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return "local"
+	}
+	return a.Unmap().String()
+}
+
+func (a *Authenticator) fail(user string, m Method, addr netip.Addr, reason string) error {
+	now := a.Now()
+	wait := a.Limiter.Failure(addr, now)
+	args := []any{"user", user, "method", string(m), "addr", addrString(addr), "reason", reason}
+	if wait > 0 {
+		args = append(args, "blocked", wait.Round(time.Second).String())
+	}
+	a.Log.Warn("auth failed", args...)
+	return ErrForbidden
+}
+
+// TwoFactor reports whether passwords must end with a 2FA code.
+func (a *Authenticator) TwoFactor() bool {
+	if a.TOTP == nil {
+		return false
+	}
+	on, err := a.TOTP.State()
+	return on || err != nil
+}
+
+// Password checks user's password (with the 2FA code at its end when 2FA
+// is on). It returns nil, ErrForbidden, ErrUnavailable or a
+// *RateLimitedError.
+func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Method, addr netip.Addr) error {
+	now := a.Now()
+	if wait := a.Limiter.Blocked(addr, now); wait > 0 {
+		return &RateLimitedError{Wait: wait}
+	}
+	if a.TOTP != nil {
+		on, err := a.TOTP.State()
+		if err != nil {
+			return a.fail(user, m, addr, "2FA secret unusable (fail closed)")
+		}
+		if on {
+			if len(passwd) < CodeLen {
+				return a.fail(user, m, addr, "no 2FA code")
+			}
+			code := passwd[len(passwd)-CodeLen:]
+			passwd = passwd[:len(passwd)-CodeLen]
+			if !a.TOTP.Check(code, now) {
+				return a.fail(user, m, addr, "wrong or expired 2FA code")
+			}
+		}
+	}
+	ok, cached, err := a.Users.Verify(ctx, user, passwd)
+	if err != nil {
+		return ErrUnavailable
+	}
+	if !ok {
+		return a.fail(user, m, addr, "wrong user or password")
+	}
+	a.Limiter.Success(addr)
+	if !cached || m == MethodLogin {
+		a.Log.Info("auth ok", "user", user, "method", string(m), "addr", addrString(addr))
+	}
+	return nil
+}
+
+// Login checks the password and starts a session. expire, when positive,
+// shortens the session's lifetime. It returns the token and the session's
+// lifetime (0: none).
+func (a *Authenticator) Login(ctx context.Context, user, passwd string, expire time.Duration, addr netip.Addr) (string, time.Duration, error) {
+	if err := a.Password(ctx, user, passwd, MethodLogin, addr); err != nil {
+		return "", 0, err
+	}
+	return a.Sessions.New(user, expire, a.Now())
+}
+
+// Session returns the user of a session token. The token must have passed
+// ValidToken.
+func (a *Authenticator) Session(token string, addr netip.Addr) (string, error) {
+	now := a.Now()
+	a.Users.Refresh(false) // a removed user's sessions end promptly
+	user, ok := a.Sessions.Check(token, now)
+	if !ok {
+		a.Log.Warn("auth failed", "user", "-", "method", string(MethodCookie), "addr", addrString(addr), "reason", "unknown or expired session")
+		return "", ErrForbidden
+	}
+	return user, nil
+}
+
+// Logout ends the session of token, if there is one.
+func (a *Authenticator) Logout(token, user string, addr netip.Addr) {
+	if a.Sessions.End(token) {
+		a.Log.Info("logout", "user", user, "addr", addrString(addr))
+	}
+}

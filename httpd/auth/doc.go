@@ -1,0 +1,7 @@
+// Package auth decides who a request is. It reads the users file (an
+// htpasswd file of user:hash lines, re-read when it changes) and checks
+// passwords against the hashes an existing PiKVM install may hold, writing
+// new ones as bcrypt. It keeps login sessions in memory, checks the TOTP
+// code that ends every password when 2FA is on, and slows down password
+// guessing per client address without locking the account for everyone.
+package auth

@@ -1,0 +1,199 @@
+package auth
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// unknownUserHash is a bcrypt hash of 32 random bytes that were thrown away.
+// Checking a password for a user that does not exist costs as much as for
+// one that does, so response times do not tell which names exist.
+const unknownUserHash = "$2a$10$BTe1etLpHXDlhV20Q89KpOxLvDLRF5EYT4jMZ/iGkC4/hNldPP46e"
+
+// cacheSize bounds the verification cache; when full it starts over.
+const cacheSize = 4096
+
+// Users checks passwords against an htpasswd file, re-read when it changes.
+//
+// Slow hashes (bcrypt, sha-crypt) make per-request password checks costly,
+// so successful checks are remembered in memory, keyed by an HMAC of user
+// and password under a key that never leaves the process. The cache is
+// dropped whenever the file changes. At most GOMAXPROCS slow checks run at
+// once, so a flood of wrong passwords cannot take every core.
+type Users struct {
+	path  string
+	log   *slog.Logger
+	watch fileWatch
+
+	// OnChange is called, after a re-read, for each user whose entry changed
+	// or disappeared. Set it before the first Verify.
+	OnChange func(user string)
+
+	mu     sync.RWMutex
+	hashes map[string]Hash   // nil value: unusable hash, never matches
+	lines  map[string]string // user -> hash text, to see what changed
+	err    error             // why the file could not be read, or nil
+
+	gen      atomic.Uint64
+	cacheMu  sync.RWMutex
+	cache    map[[32]byte]uint64
+	cacheKey []byte
+	unknown  Hash
+	slow     chan struct{}
+}
+
+// OpenUsers reads the users file at path. It fails if the file cannot be
+// read now; later read errors make every check fail until the file is good
+// again.
+func OpenUsers(path string, log *slog.Logger) (*Users, error) {
+	u := &Users{
+		path:     path,
+		log:      log,
+		watch:    fileWatch{path: path},
+		cache:    make(map[[32]byte]uint64),
+		cacheKey: make([]byte, 32),
+		slow:     make(chan struct{}, runtime.GOMAXPROCS(0)),
+	}
+	if _, err := rand.Read(u.cacheKey); err != nil {
+		return nil, err
+	}
+	h, err := ParseHash(unknownUserHash)
+	if err != nil {
+		return nil, fmt.Errorf("auth: parsing built-in hash: %w", err)
+	}
+	u.unknown = h
+	u.Refresh(true)
+	if err := u.Err(); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// Err returns why the users file cannot be used, or nil.
+func (u *Users) Err() error {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return u.err
+}
+
+// Names returns the users in the file.
+func (u *Users) Names() []string {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	names := make([]string, 0, len(u.lines))
+	for n := range u.lines {
+		names = append(names, n)
+	}
+	return names
+}
+
+// Refresh re-reads the file if it changed. Without force it looks at the
+// file at most every watchInterval.
+func (u *Users) Refresh(force bool) {
+	if !u.watch.changed(force) {
+		return
+	}
+	hashes := map[string]Hash{}
+	lines := map[string]string{}
+	data, err := os.ReadFile(u.path)
+	if err != nil {
+		err = fmt.Errorf("auth: reading users file: %w", err)
+		u.log.Error("users file unusable, every password check fails", "err", err)
+	} else {
+		f, errs := ParseHtpasswd(data)
+		for _, e := range errs {
+			u.log.Warn("users file", "path", u.path, "err", e)
+		}
+		for _, name := range f.Users() {
+			text, _ := f.Lookup(name)
+			lines[name] = text
+			h, herr := ParseHash(text)
+			if herr != nil {
+				u.log.Warn("users file: this user can never log in", "user", name, "err", herr)
+			}
+			hashes[name] = h
+		}
+	}
+
+	u.mu.Lock()
+	old := u.lines
+	wasBad := u.err != nil
+	u.hashes, u.lines, u.err = hashes, lines, err
+	u.gen.Add(1)
+	u.mu.Unlock()
+
+	u.cacheMu.Lock()
+	clear(u.cache)
+	u.cacheMu.Unlock()
+
+	if err == nil && (old != nil || wasBad) {
+		u.log.Info("users file re-read", "path", u.path, "users", len(lines))
+	}
+	if u.OnChange != nil {
+		for name, text := range old {
+			if lines[name] != text {
+				u.OnChange(name)
+			}
+		}
+	}
+}
+
+func (u *Users) cacheKeyOf(user, passwd string) [32]byte {
+	m := hmac.New(sha256.New, u.cacheKey)
+	m.Write([]byte(user))
+	m.Write([]byte{0})
+	m.Write([]byte(passwd))
+	var k [32]byte
+	m.Sum(k[:0])
+	return k
+}
+
+// Verify reports whether passwd is user's password, and whether the answer
+// came from the cache. It returns an error only when ctx ends while waiting
+// for a turn at a slow hash.
+func (u *Users) Verify(ctx context.Context, user, passwd string) (ok, cached bool, err error) {
+	u.Refresh(false)
+	gen := u.gen.Load()
+	k := u.cacheKeyOf(user, passwd)
+	u.cacheMu.RLock()
+	g, hit := u.cache[k]
+	u.cacheMu.RUnlock()
+	if hit && g == gen {
+		return true, true, nil
+	}
+
+	u.mu.RLock()
+	h, known := u.hashes[user]
+	u.mu.RUnlock()
+	if h == nil {
+		h = u.unknown
+	}
+	select {
+	case u.slow <- struct{}{}:
+	case <-ctx.Done():
+		return false, false, ctx.Err()
+	}
+	match := h.Verify(passwd)
+	<-u.slow
+	if !match || !known || h == u.unknown {
+		return false, false, nil
+	}
+
+	u.cacheMu.Lock()
+	if u.gen.Load() == gen {
+		if len(u.cache) >= cacheSize {
+			clear(u.cache)
+		}
+		u.cache[k] = gen
+	}
+	u.cacheMu.Unlock()
+	return true, false, nil
+}

@@ -1,0 +1,123 @@
+package httpd
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"kvmd/httpd/auth"
+)
+
+// authenticate finds the request's credentials in the order of the API
+// contract. The first credential present decides; there is no fall-through.
+func (s *Server) authenticate(r *http.Request) (Identity, error) {
+	a := s.cfg.Auth
+	addr := s.clientAddr(r)
+	ctx := r.Context()
+
+	if user := r.Header.Get("X-KVMD-User"); user != "" {
+		user, err := checkUser("X-KVMD-User", user)
+		if err != nil {
+			return Identity{}, err
+		}
+		passwd := r.Header.Get("X-KVMD-Passwd")
+		if err := checkPasswd("X-KVMD-Passwd", passwd); err != nil {
+			return Identity{}, err
+		}
+		id := Identity{User: user, Method: auth.MethodHeader}
+		return id, authError(a.Password(ctx, user, passwd, auth.MethodHeader, addr))
+	}
+
+	if token, present, err := sessionToken(r); present {
+		if err != nil {
+			return Identity{}, err
+		}
+		user, err := a.Session(token, addr)
+		return Identity{User: user, Method: auth.MethodCookie, Token: token}, authError(err)
+	}
+
+	if h := r.Header.Get("Authorization"); len(h) >= 6 && strings.EqualFold(h[:6], "basic ") {
+		user, passwd, ok := parseBasic(h[6:])
+		if !ok {
+			return Identity{}, errUnauthorized
+		}
+		user, err := checkUser("user", user)
+		if err != nil {
+			return Identity{}, err
+		}
+		if err := checkPasswd("password", passwd); err != nil {
+			return Identity{}, err
+		}
+		id := Identity{User: user, Method: auth.MethodBasic}
+		return id, authError(a.Password(ctx, user, passwd, auth.MethodBasic, addr))
+	}
+
+	if ci := connInfoFrom(ctx); ci != nil && ci.peerOK && !proxied(r.Header) {
+		return Identity{User: ci.peerName, Method: auth.MethodPeer}, nil
+	}
+	return Identity{}, errUnauthorized
+}
+
+// proxied tells a request forwarded by a local reverse proxy: peer
+// credentials then belong to the proxy, not to the client.
+func proxied(h http.Header) bool {
+	return h.Get("X-Real-IP") != "" || h.Get("X-Forwarded-For") != "" || h.Get("Forwarded") != ""
+}
+
+// authError maps the authenticator's answers to HTTP errors.
+func authError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var rl *auth.RateLimitedError
+	switch {
+	case errors.As(err, &rl):
+		return tooManyRequests(rl.Wait)
+	case errors.Is(err, auth.ErrForbidden):
+		return errForbidden
+	case errors.Is(err, auth.ErrUnavailable):
+		return Unavailable("The request ended before its password could be checked", err)
+	}
+	return internalError(err)
+}
+
+// parseBasic decodes the credentials of a Basic Authorization header. The
+// password is everything after the first colon, so it may hold colons.
+func parseBasic(v string) (user, passwd string, ok bool) {
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
+	if err != nil || !utf8.Valid(raw) {
+		return "", "", false
+	}
+	return strings.Cut(string(raw), ":")
+}
+
+// sessionToken returns the auth_token cookie: present tells whether a
+// non-empty one was sent, err whether it is malformed.
+func sessionToken(r *http.Request) (token string, present bool, err error) {
+	c, cerr := r.Cookie("auth_token")
+	if cerr != nil || c.Value == "" {
+		return "", false, nil
+	}
+	if auth.ValidToken(c.Value) != nil {
+		return "", true, BadParam("auth_token", "not a session token")
+	}
+	return c.Value, true, nil
+}
+
+// checkUser validates a user name as kvmd does, surrounding blanks ignored.
+func checkUser(param, user string) (string, error) {
+	user = strings.TrimSpace(user)
+	if err := auth.ValidUser(user); err != nil {
+		return "", BadParam(param, err.Error())
+	}
+	return user, nil
+}
+
+func checkPasswd(param, passwd string) error {
+	if err := auth.ValidPasswd(passwd); err != nil {
+		return BadParam(param, err.Error())
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package httpd
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+)
+
+// connInfo is what the server knows of a connection beyond its address.
+type connInfo struct {
+	unix     bool
+	secure   bool
+	peerOK   bool   // the unix-socket peer may act without a password
+	peerName string // as whom
+}
+
+type connInfoKey struct{}
+
+func connInfoFrom(ctx context.Context) *connInfo {
+	ci, _ := ctx.Value(connInfoKey{}).(*connInfo)
+	return ci
+}
+
+// conn is every connection the server reads: it carries connInfo, and it
+// turns the plain-text error replies net/http writes by itself (before any
+// handler runs: headers too large, malformed request line) into the JSON
+// envelope, so that every answer a client gets is one kvmd clients parse.
+type conn struct {
+	net.Conn
+	info connInfo
+}
+
+// CloseWrite lets net/http half-close the connection as it does for TCP.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// stdErrorHeaders follow the status line of every reply net/http writes by
+// itself. A handler's reply can never start this way: net/http sorts
+// headers, so Connection would come before Content-Type, and adds Date.
+const stdErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+func (c *conn) Write(p []byte) (int, error) {
+	if status, msg, ok := stdError(p); ok {
+		if _, err := c.Conn.Write(jsonErrorReply(status, msg)); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// stdError recognizes a reply written by net/http itself and returns its
+// status and text.
+func stdError(p []byte) (status int, msg string, ok bool) {
+	const proto = "HTTP/1.1 "
+	if len(p) < len(proto)+3 || string(p[:len(proto)]) != proto {
+		return 0, "", false
+	}
+	i := bytes.Index(p, []byte(stdErrorHeaders))
+	if i < 0 || bytes.IndexByte(p[:i], '\n') >= 0 {
+		return 0, "", false
+	}
+	status, err := strconv.Atoi(string(p[len(proto) : len(proto)+3]))
+	if err != nil {
+		return 0, "", false
+	}
+	return status, string(p[i+len(stdErrorHeaders):]), true
+}
+
+func jsonErrorReply(status int, msg string) []byte {
+	e := &Error{Status: status, Name: "BadRequestError", Msg: "Malformed request: " + msg}
+	if status == http.StatusRequestHeaderFieldsTooLarge {
+		e = &Error{Status: http.StatusRequestEntityTooLarge, Name: "RequestTooLargeError", Msg: "Request headers are too large"}
+	}
+	body := errorBody(e)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", e.Status, http.StatusText(e.Status))
+	b.WriteString("Content-Type: application/json\r\nConnection: close\r\n")
+	for k, v := range securityHeaders {
+		fmt.Fprintf(&b, "%s: %s\r\n", k, v[0])
+	}
+	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n", len(body))
+	b.Write(body)
+	return b.Bytes()
+}
+
+// listener makes conns: TLS is done here rather than by net/http, so that
+// the reply rewriting above sees the plain text.
+type listener struct {
+	net.Listener
+	tls  *tls.Config
+	unix bool
+	peer func(uid, gid uint32) (string, bool)
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	kc := &conn{Conn: c, info: connInfo{unix: l.unix}}
+	if l.unix && l.peer != nil {
+		if uid, gid, ok := peerCred(c); ok {
+			kc.info.peerName, kc.info.peerOK = l.peer(uid, gid)
+		}
+	}
+	if l.tls != nil {
+		kc.Conn = tls.Server(c, l.tls)
+		kc.info.secure = true
+	}
+	return kc, nil
+}
+
+// Serve serves the listeners until ctx ends, then shuts down gracefully:
+// Done is closed so that streams end, requests in flight get
+// ShutdownTimeout to finish. TCP listeners use TLS when tlsConf is set;
+// unix sockets never do. ready, when not nil, is called once every
+// listener is being served.
+func (s *Server) Serve(ctx context.Context, lns []net.Listener, tlsConf *tls.Config) error {
+	if tlsConf != nil {
+		tlsConf = tlsConf.Clone()
+		tlsConf.NextProtos = []string{"http/1.1"}
+		if tlsConf.MinVersion == 0 {
+			tlsConf.MinVersion = tls.VersionTLS12
+		}
+	}
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if kc, ok := c.(*conn); ok {
+				return context.WithValue(ctx, connInfoKey{}, &kc.info)
+			}
+			return ctx
+		},
+	}
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		l := &listener{Listener: ln, peer: s.cfg.PeerAuth}
+		if ln.Addr().Network() == "unix" {
+			l.unix = true
+		} else {
+			l.tls = tlsConf
+		}
+		go func() { errc <- srv.Serve(l) }()
+	}
+
+	var err error
+	pending := len(lns)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		pending--
+	}
+	s.shutdown(srv)
+	for range pending {
+		<-errc
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (s *Server) shutdown(srv *http.Server) {
+	s.doneOnce.Do(func() { close(s.done) })
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		s.cfg.Log.Warn("requests still running at shutdown were cut", "err", err)
+		srv.Close()
+	}
+}

@@ -1,0 +1,288 @@
+package httpd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"kvmd/httpd/auth"
+)
+
+// testUsers are the users every test server knows.
+var testUsers = map[string]string{
+	"admin":  "admin-pass",
+	"colon":  "pa:ss:word",
+	"viewer": "viewer pass",
+}
+
+type envOpts struct {
+	totpSecret      string // written to the secret file when set
+	totpConfigured  bool   // configure a secret file even if empty
+	lifetime, idle  time.Duration
+	headerTimeout   time.Duration
+	bodyTimeout     time.Duration
+	peer            func(uid, gid uint32) (string, bool)
+	extraRoutes     func(s *Server)
+	limiterFreeFail int
+}
+
+// env is a real server on a loopback TCP port and a unix socket.
+type env struct {
+	t        *testing.T
+	dir      string
+	users    string
+	totpPath string
+	a        *auth.Authenticator
+	srv      *Server
+	base     string // http://127.0.0.1:port
+	sock     string
+	logs     *syncBuffer
+	clock    atomic.Int64 // unix nanos; 0: real time
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+var hashes sync.Map // password -> its bcrypt hash, so a rewrite keeps unchanged lines
+
+func hashFor(t testing.TB, passwd string) string {
+	if h, ok := hashes.Load(passwd); ok {
+		return h.(string)
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(passwd), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes.Store(passwd, string(h))
+	return string(h)
+}
+
+func writeUsers(t testing.TB, path string, users map[string]string) {
+	var b strings.Builder
+	b.WriteString("# test users\n")
+	for u, p := range users {
+		b.WriteString(u + ":" + hashFor(t, p) + "\n")
+	}
+	// Write and rename, as kvmd user does, so the watcher sees a new file.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), logs: &syncBuffer{}}
+	log := slog.New(slog.NewTextHandler(e.logs, nil))
+	e.users = filepath.Join(e.dir, "htpasswd")
+	writeUsers(t, e.users, testUsers)
+	users, err := auth.OpenUsers(e.users, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tfa *auth.TOTP
+	if o.totpSecret != "" || o.totpConfigured {
+		e.totpPath = filepath.Join(e.dir, "totp.secret")
+		if o.totpSecret != "" {
+			if err := os.WriteFile(e.totpPath, []byte(o.totpSecret+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tfa = auth.NewTOTP(e.totpPath, log)
+	}
+	lim := auth.NewLimiter()
+	if o.limiterFreeFail > 0 {
+		lim.Free = o.limiterFreeFail
+	}
+	e.a = auth.New(users, tfa, &auth.Sessions{Idle: o.idle, Lifetime: o.lifetime, Max: 100}, lim, log)
+	e.a.Now = func() time.Time {
+		if n := e.clock.Load(); n != 0 {
+			return time.Unix(0, n)
+		}
+		return time.Now()
+	}
+	e.srv = New(Config{
+		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer,
+		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
+		ShutdownTimeout: 2 * time.Second,
+	})
+	if o.extraRoutes != nil {
+		o.extraRoutes(e.srv)
+	}
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sock = filepath.Join(e.dir, "kvmd.sock")
+	unixLn, err := net.Listen("unix", e.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.base = "http://" + tcp.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.srv.Serve(ctx, []net.Listener{tcp, unixLn}, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("Serve did not return after shutdown")
+		}
+	})
+	return e
+}
+
+// setNow freezes the authenticator's clock.
+func (e *env) setNow(t time.Time) { e.clock.Store(t.UnixNano()) }
+
+type reply struct {
+	status          int
+	header          http.Header
+	body            []byte
+	ok              bool
+	errName, errMsg string
+}
+
+func parseReply(t testing.TB, resp *http.Response) reply {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reply{status: resp.StatusCode, header: resp.Header, body: b}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type = %q, want application/json; body %q", ct, b)
+	}
+	var env struct {
+		OK     *bool `json:"ok"`
+		Result struct {
+			Error    string `json:"error"`
+			ErrorMsg string `json:"error_msg"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil || env.OK == nil {
+		t.Fatalf("reply is not the JSON envelope: %q (%v)", b, err)
+	}
+	if *env.OK != (resp.StatusCode == 200) {
+		t.Fatalf("ok = %v with status %d", *env.OK, resp.StatusCode)
+	}
+	r.ok, r.errName, r.errMsg = *env.OK, env.Result.Error, env.Result.ErrorMsg
+	return r
+}
+
+// req sends a request over TCP (from addr 127.0.0.1) and parses the reply.
+func (e *env) req(method, path string, hdr map[string]string, body string) reply {
+	e.t.Helper()
+	return e.reqWith(http.DefaultTransport.(*http.Transport).Clone(), e.base, method, path, hdr, body)
+}
+
+// reqUnix sends a request over the unix socket.
+func (e *env) reqUnix(method, path string, hdr map[string]string, body string) reply {
+	e.t.Helper()
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", e.sock)
+	}}
+	return e.reqWith(tr, "http://kvmd", method, path, hdr, body)
+}
+
+// reqFrom sends a request over TCP from a chosen loopback source address.
+func (e *env) reqFrom(src, method, path string, hdr map[string]string, body string) reply {
+	e.t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	tr := &http.Transport{DialContext: d.DialContext}
+	return e.reqWith(tr, e.base, method, path, hdr, body)
+}
+
+func (e *env) reqWith(tr *http.Transport, base, method, path string, hdr map[string]string, body string) reply {
+	e.t.Helper()
+	defer tr.CloseIdleConnections()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		r.Header[k] = []string{v}
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return parseReply(e.t, resp)
+}
+
+// login logs in with a form and returns the session token.
+func (e *env) login(user, passwd string) string {
+	e.t.Helper()
+	r := e.req("POST", "/api/auth/login", map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
+		"user="+user+"&passwd="+urlEscape(passwd))
+	if r.status != 200 {
+		e.t.Fatalf("login %s: status %d %s", user, r.status, r.body)
+	}
+	return cookieValue(e.t, r.header, "auth_token")
+}
+
+func urlEscape(s string) string {
+	return strings.NewReplacer("%", "%25", "&", "%26", "+", "%2B", " ", "+", ":", "%3A", "=", "%3D").Replace(s)
+}
+
+func cookieValue(t testing.TB, h http.Header, name string) string {
+	t.Helper()
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	t.Fatalf("no %s cookie in %q", name, h.Values("Set-Cookie"))
+	return ""
+}
+
+// eventually retries f until it returns true or two seconds pass.
+func eventually(t testing.TB, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 2 s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,132 @@
+package httpd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Error is an error with an HTTP answer: Status and Name go to the client
+// with Msg; Err, the cause, goes only to the log.
+type Error struct {
+	Status int
+	Name   string
+	Msg    string
+	Err    error
+	// RetryAfter, when set, is sent as Retry-After in whole seconds.
+	RetryAfter time.Duration
+	// Allow, when set, is sent as the Allow header (405).
+	Allow string
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Name, e.Msg, e.Err)
+	}
+	return e.Name + ": " + e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// BadParam is a 400 ValidatorError about the named parameter. The message
+// never carries the value: it may be a password or a token.
+func BadParam(param, why string) *Error {
+	return &Error{Status: http.StatusBadRequest, Name: "ValidatorError", Msg: fmt.Sprintf("Invalid %s: %s", param, why)}
+}
+
+// BadRequest is a 400 for a request that is malformed as a whole.
+func BadRequest(msg string, cause error) *Error {
+	return &Error{Status: http.StatusBadRequest, Name: "BadRequestError", Msg: msg, Err: cause}
+}
+
+// Unavailable is a 503: something the request needs cannot be had now.
+func Unavailable(msg string, cause error) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Msg: msg, Err: cause}
+}
+
+var (
+	errUnauthorized = &Error{Status: http.StatusUnauthorized, Name: "UnauthorizedError", Msg: "Authentication required: send X-KVMD-User/X-KVMD-Passwd, an auth_token cookie from /api/auth/login, or Basic credentials"}
+	errForbidden    = &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "Wrong user, password, 2FA code or session"}
+	errNotFound     = &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such API endpoint"}
+	errTooLarge     = &Error{Status: http.StatusRequestEntityTooLarge, Name: "RequestTooLargeError", Msg: "Request body is too large"}
+)
+
+func methodNotAllowed(allow string) *Error {
+	return &Error{Status: http.StatusMethodNotAllowed, Name: "MethodNotAllowedError", Msg: "Method not allowed here; allowed: " + allow, Allow: allow}
+}
+
+func tooManyRequests(wait time.Duration) *Error {
+	secs := int64((wait + time.Second - 1) / time.Second)
+	return &Error{
+		Status: http.StatusTooManyRequests, Name: "TooManyRequestsError",
+		Msg:        fmt.Sprintf("Too many failed attempts from this address; retry in %d s", secs),
+		RetryAfter: time.Duration(secs) * time.Second,
+	}
+}
+
+func internalError(cause error) *Error {
+	return &Error{Status: http.StatusInternalServerError, Name: "InternalError", Msg: "Internal error; the daemon's log has the details", Err: cause}
+}
+
+// asError turns any error into an *Error: unknown ones are internal errors.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return errTooLarge
+	}
+	return internalError(err)
+}
+
+type envelope struct {
+	OK     bool `json:"ok"`
+	Result any  `json:"result"`
+}
+
+type errorResult struct {
+	Error    string `json:"error"`
+	ErrorMsg string `json:"error_msg"`
+}
+
+// okEmpty is the reply of endpoints that answer with no result.
+var okEmpty = []byte(`{"ok":true,"result":{}}`)
+
+func errorBody(e *Error) []byte {
+	b, _ := json.Marshal(envelope{Result: errorResult{Error: e.Name, ErrorMsg: e.Msg}})
+	return b
+}
+
+// WriteJSON writes result in the envelope with status 200.
+func WriteJSON(w http.ResponseWriter, result any) error {
+	b, err := json.Marshal(envelope{OK: true, Result: result})
+	if err != nil {
+		return internalError(fmt.Errorf("encoding reply: %w", err))
+	}
+	writeBody(w, http.StatusOK, b)
+	return nil
+}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	h := w.Header()
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64(e.RetryAfter/time.Second), 10))
+	}
+	if e.Allow != "" {
+		h.Set("Allow", e.Allow)
+	}
+	writeBody(w, e.Status, errorBody(e))
+}

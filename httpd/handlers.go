@@ -1,0 +1,191 @@
+package httpd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+)
+
+// loginForm is the body of POST /api/auth/login.
+type loginForm struct {
+	user, passwd, expire string
+}
+
+// maxExpire bounds the login's expire so that it fits a time.Duration.
+const maxExpire = 100 * 365 * 24 * 3600
+
+// parseLogin reads a login body sent as a URL-encoded form, a multipart
+// form or a JSON object.
+func parseLogin(contentType string, body []byte) (loginForm, error) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return loginForm{}, BadRequest("Login needs a Content-Type of application/x-www-form-urlencoded, multipart/form-data or application/json", err)
+	}
+	var f loginForm
+	switch mt {
+	case "application/x-www-form-urlencoded":
+		v, err := url.ParseQuery(string(body))
+		if err != nil {
+			return f, BadRequest("Malformed form body", err)
+		}
+		f = loginForm{v.Get("user"), v.Get("passwd"), v.Get("expire")}
+	case "multipart/form-data":
+		return parseMultipartLogin(params["boundary"], body)
+	case "application/json":
+		var v struct {
+			User   *string         `json:"user"`
+			Passwd *string         `json:"passwd"`
+			Expire json.RawMessage `json:"expire"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			return f, BadRequest("Malformed JSON body: an object with user, passwd and expire is expected", err)
+		}
+		if v.User != nil {
+			f.user = *v.User
+		}
+		if v.Passwd != nil {
+			f.passwd = *v.Passwd
+		}
+		if len(v.Expire) > 0 && string(v.Expire) != "null" {
+			var s string
+			if json.Unmarshal(v.Expire, &s) != nil {
+				s = string(v.Expire)
+			}
+			f.expire = s
+		}
+	default:
+		return f, BadRequest("Login needs a Content-Type of application/x-www-form-urlencoded, multipart/form-data or application/json", nil)
+	}
+	return f, nil
+}
+
+func parseMultipartLogin(boundary string, body []byte) (loginForm, error) {
+	var f loginForm
+	if boundary == "" {
+		return f, BadRequest("Malformed multipart body: no boundary", nil)
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return f, nil
+		}
+		if err != nil {
+			return f, BadRequest("Malformed multipart body", err)
+		}
+		v, err := io.ReadAll(p)
+		if err != nil {
+			return f, BadRequest("Malformed multipart body", err)
+		}
+		switch p.FormName() {
+		case "user":
+			f.user = string(v)
+		case "passwd":
+			f.passwd = string(v)
+		case "expire":
+			f.expire = string(v)
+		}
+	}
+}
+
+func parseExpire(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > maxExpire {
+		return 0, BadParam("expire", "not a whole number of seconds from 0 to "+strconv.Itoa(maxExpire))
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// readBody reads a small request body under its own deadline, so a client
+// that sends its body slowly is cut off.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	defer rc.SetReadDeadline(time.Time{})
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errTooLarge
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, BadRequest(errBodyTimeout.Error(), err)
+		}
+		return nil, BadRequest("Request body could not be read", err)
+	}
+	return b, nil
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	f, err := parseLogin(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		return err
+	}
+	user, err := checkUser("user", f.user)
+	if err != nil {
+		return err
+	}
+	if err := checkPasswd("passwd", f.passwd); err != nil {
+		return err
+	}
+	expire, err := parseExpire(f.expire)
+	if err != nil {
+		return err
+	}
+	token, life, err := s.cfg.Auth.Login(r.Context(), user, f.passwd, expire, s.clientAddr(r))
+	if err != nil {
+		return authError(err)
+	}
+	c := &http.Cookie{
+		Name: "auth_token", Value: token, Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r),
+	}
+	if life > 0 {
+		c.MaxAge = int(life / time.Second)
+	}
+	http.SetCookie(w, c)
+	writeBody(w, http.StatusOK, okEmpty)
+	return nil
+}
+
+func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
+	writeBody(w, http.StatusOK, okEmpty)
+	return nil
+}
+
+// logout ends the session of the cookie the request carries, whatever
+// authenticated it, and clears the cookie.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
+	id := IdentityFrom(r.Context())
+	if token, _, err := sessionToken(r); err == nil && token != "" {
+		s.cfg.Auth.Logout(token, id.User, s.clientAddr(r))
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: "auth_token", Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r),
+	})
+	writeBody(w, http.StatusOK, okEmpty)
+	return nil
+}
+
+func (s *Server) secure(r *http.Request) bool {
+	if ci := connInfoFrom(r.Context()); ci != nil {
+		return ci.secure
+	}
+	return r.TLS != nil
+}

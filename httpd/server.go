@@ -1,0 +1,268 @@
+package httpd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"kvmd/httpd/auth"
+)
+
+// Config is what New needs. Zero durations and sizes take the defaults.
+type Config struct {
+	Auth *auth.Authenticator
+	// Log receives server errors; AccessLog, when set, one line a request.
+	Log       *slog.Logger
+	AccessLog *slog.Logger
+	// PeerAuth decides, for a request over a unix socket, whether the
+	// connecting process may act without a password, and as whom.
+	PeerAuth func(uid, gid uint32) (name string, ok bool)
+
+	MaxBody           int64         // default 4 KiB
+	ReadHeaderTimeout time.Duration // default 10 s
+	BodyTimeout       time.Duration // default 10 s
+	IdleTimeout       time.Duration // default 2 min
+	ShutdownTimeout   time.Duration // default 10 s
+}
+
+// HandlerFunc is a handler that returns its error instead of writing it.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+type route struct {
+	methods map[string]HandlerFunc
+	allow   string
+	public  bool
+}
+
+// Server is kvmd's HTTP handler. Create it with New.
+type Server struct {
+	cfg      Config
+	routes   map[string]*route
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+// New returns a Server with the authentication endpoints registered.
+func New(cfg Config) *Server {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 4 << 10
+	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = 10 * time.Second
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{})}
+	s.handle("POST", "/auth/login", s.login, true)
+	s.Handle("GET", "/auth/check", s.check)
+	s.Handle("POST", "/auth/logout", s.logout)
+	return s
+}
+
+// Handle registers h for method and path. path is given without the /api
+// prefix; the route answers both with and without it. GET routes answer
+// HEAD too.
+func (s *Server) Handle(method, path string, h HandlerFunc) { s.handle(method, path, h, false) }
+
+func (s *Server) handle(method, path string, h HandlerFunc, public bool) {
+	rt := s.routes[path]
+	if rt == nil {
+		rt = &route{methods: map[string]HandlerFunc{}, public: public}
+		s.routes[path] = rt
+	}
+	rt.methods[method] = h
+	if method == http.MethodGet {
+		rt.methods[http.MethodHead] = h
+	}
+	var allow []string
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"} {
+		if rt.methods[m] != nil {
+			allow = append(allow, m)
+		}
+	}
+	rt.allow = strings.Join(allow, ", ")
+}
+
+// Done is closed when the server begins to shut down; handlers that stream
+// for a long time stop when it is.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// securityHeaders go on every reply: an API answer is never to be sniffed,
+// framed, cached or given a referrer.
+var securityHeaders = map[string][]string{
+	"X-Content-Type-Options":       {"nosniff"},
+	"X-Frame-Options":              {"DENY"},
+	"Referrer-Policy":              {"no-referrer"},
+	"Cache-Control":                {"no-store"},
+	"Content-Security-Policy":      {"default-src 'none'; frame-ancestors 'none'"},
+	"Cross-Origin-Resource-Policy": {"same-origin"},
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h := w.Header()
+	for k, v := range securityHeaders {
+		h[k] = v
+	}
+	rec := &recorder{ResponseWriter: w}
+	var id Identity
+	if err := s.serve(rec, r, &id); err != nil {
+		e := asError(err)
+		if e.Status >= 500 {
+			s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		if rec.status == 0 {
+			writeError(rec, e)
+		} else if e.Status >= 500 || e.Err != nil {
+			s.cfg.Log.Warn("error after the reply began", "path", r.URL.Path, "err", err)
+		}
+	}
+	if s.cfg.AccessLog != nil {
+		s.cfg.AccessLog.Info("http", "addr", addrString(s.clientAddr(r)), "method", r.Method, "path", r.URL.Path,
+			"status", rec.status, "bytes", rec.bytes, "user", id.User, "auth", string(id.Method),
+			"dur", time.Since(start).Round(time.Microsecond))
+	}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			err = internalError(fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+		}
+	}()
+	path := r.URL.Path
+	if path == "/api" || strings.HasPrefix(path, "/api/") {
+		path = path[len("/api"):]
+	}
+	rt := s.routes[path]
+	if rt == nil {
+		return errNotFound
+	}
+	h := rt.methods[r.Method]
+	if h == nil {
+		return methodNotAllowed(rt.allow)
+	}
+	if r.ContentLength > s.cfg.MaxBody {
+		return errTooLarge
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	}
+	if !rt.public {
+		who, err := s.authenticate(r)
+		*id = who
+		if err != nil {
+			return err
+		}
+		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, who))
+	}
+	return h(w, r)
+}
+
+// Identity is who a request was authenticated as, and how.
+type Identity struct {
+	User   string
+	Method auth.Method
+	// Token is the session token when Method is auth.MethodCookie.
+	Token string
+}
+
+type identityKey struct{}
+
+// IdentityFrom returns the identity of an authenticated request's context.
+func IdentityFrom(ctx context.Context) Identity {
+	id, _ := ctx.Value(identityKey{}).(Identity)
+	return id
+}
+
+// clientAddr is the address rate limits and logs use: the TCP peer, or for
+// a unix-socket request from a local reverse proxy the address the proxy
+// forwarded (the proxy is trusted: only local processes reach the socket).
+func (s *Server) clientAddr(r *http.Request) netip.Addr {
+	if ci := connInfoFrom(r.Context()); ci != nil && ci.unix {
+		if a, ok := forwardedAddr(r.Header); ok {
+			return a
+		}
+		return netip.Addr{}
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+func forwardedAddr(h http.Header) (netip.Addr, bool) {
+	v := h.Get("X-Real-IP")
+	if v == "" {
+		v, _, _ = strings.Cut(h.Get("X-Forwarded-For"), ",")
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(v))
+	return a.Unmap(), err == nil
+}
+
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return "local"
+	}
+	return a.String()
+}
+
+// recorder notes the status and size of a reply for the access log and for
+// knowing whether an error can still be written.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(p)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Flush lets streaming handlers flush through the recorder.
+func (r *recorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+var errBodyTimeout = errors.New("request body not received in time")
