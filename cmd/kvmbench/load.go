@@ -94,7 +94,7 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
 		failErr  error
 		failed   = make(chan struct{})
 		wg       sync.WaitGroup
-		results  = make([]loadResult, len(conns))
+		results  = make([]*loadResult, len(conns))
 	)
 	fail := func(err error) {
 		failOnce.Do(func() {
@@ -103,8 +103,11 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
 		})
 	}
 	for i, c := range conns {
+		// Separate allocations: per-request counters of different
+		// connections must not share a cache line.
+		results[i] = new(loadResult)
 		wg.Go(func() {
-			if err := loadConn(c, cfg, &phase, &results[i]); err != nil {
+			if err := loadConn(c, cfg, &phase, results[i]); err != nil {
 				fail(err)
 			}
 		})
@@ -145,9 +148,9 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
 	}
 
 	res := &loadResult{Elapsed: end.Sub(start)}
-	for i := range results {
-		res.Requests += results[i].Requests
-		res.Hist.merge(&results[i].Hist)
+	for _, r := range results {
+		res.Requests += r.Requests
+		res.Hist.merge(&r.Hist)
 	}
 	return res, nil
 }

@@ -30,7 +30,7 @@ func TestRunLoad(t *testing.T) {
 	if res.Requests < 50 || res.Requests > 1_000_000 {
 		t.Errorf("requests = %d in %v, implausible", res.Requests, res.Elapsed)
 	}
-	if res.Elapsed < cfg.Duration || res.Elapsed > cfg.Duration+100*time.Millisecond {
+	if res.Elapsed < cfg.Duration || res.Elapsed > cfg.Duration+time.Second {
 		t.Errorf("elapsed = %v, want about %v", res.Elapsed, cfg.Duration)
 	}
 	if res.Hist.n != uint64(res.Requests) {

@@ -58,6 +58,10 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Self = self
 		if err := run(ctx, cfg, stdout, stderr); err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintf(stderr, "kvmbench: interrupted; servers stopped, temporary files removed\n")
+				return 130
+			}
 			fmt.Fprintf(stderr, "kvmbench: %v\n", err)
 			return 1
 		}

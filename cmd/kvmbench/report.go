@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -134,7 +135,7 @@ func (rep *report) writeTable(w io.Writer) {
 		med := medianDuration(rep.listen)
 		ok := med <= targetListen
 		fmt.Fprintf(w, "| start to listening (median of %d, range %s–%s) | %s | ≤ %s | %s |\n", len(rep.listen),
-			fmtLatency(minDuration(rep.listen)), fmtLatency(maxDuration(rep.listen)),
+			fmtLatency(slices.Min(rep.listen)), fmtLatency(slices.Max(rep.listen)),
 			fmtLatency(med), fmtLatency(targetListen), verdict(true, ok))
 		if !ok {
 			misses = append(misses, "start to listening")
@@ -302,29 +303,18 @@ func fmtLatency(d time.Duration) string {
 		return "—"
 	case d < time.Millisecond:
 		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
-	case d < time.Second:
+	case d < 100*time.Millisecond:
 		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 	default:
 		return fmt.Sprintf("%.2f s", d.Seconds())
 	}
 }
 
 func fmtMiB(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-}
-
-func minDuration(ds []time.Duration) time.Duration {
-	m := ds[0]
-	for _, d := range ds[1:] {
-		m = min(m, d)
-	}
-	return m
-}
-
-func maxDuration(ds []time.Duration) time.Duration {
-	m := ds[0]
-	for _, d := range ds[1:] {
-		m = max(m, d)
-	}
-	return m
 }

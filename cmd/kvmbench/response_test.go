@@ -109,7 +109,6 @@ func TestRespReaderKeepsBoundedBody(t *testing.T) {
 	}
 }
 
-
 func FuzzRespReader(f *testing.F) {
 	f.Add("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
 	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")

@@ -77,7 +77,7 @@ func fakeKVMD(ctx context.Context, args []string) error {
 		mux := http.NewServeMux()
 		mux.HandleFunc("POST /api/auth/login", func(w http.ResponseWriter, r *http.Request) {
 			if r.FormValue("user") != user || r.FormValue("passwd") != passwd {
-				http.Error(w, `{"ok":false}`, 403)
+				http.Error(w, `{"ok":false}`, http.StatusForbidden)
 				return
 			}
 			http.SetCookie(w, &http.Cookie{Name: "auth_token", Value: token, Path: "/", HttpOnly: true})
@@ -92,11 +92,11 @@ func fakeKVMD(ctx context.Context, args []string) error {
 			} else if u, p, has := r.BasicAuth(); has {
 				kind, ok = "basic", u == user && p == passwd
 			} else {
-				http.Error(w, `{"ok":false}`, 401)
+				http.Error(w, `{"ok":false}`, http.StatusUnauthorized)
 				return
 			}
 			if !ok || kind == broken {
-				http.Error(w, `{"ok":false,"result":{"error":"ForbiddenError"}}`, 403)
+				http.Error(w, `{"ok":false,"result":{"error":"ForbiddenError"}}`, http.StatusForbidden)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")

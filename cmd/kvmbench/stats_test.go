@@ -138,7 +138,9 @@ func TestFormatting(t *testing.T) {
 		{fmtRatio(0.456), "0.46x"},
 		{fmtLatency(85 * time.Microsecond), "85 µs"},
 		{fmtLatency(12300 * time.Microsecond), "12.3 ms"},
-		{fmtMiB(9 << 20), "9.0 MiB"},
+		{fmtMiB(9 << 20), "9 MiB"},
+		{fmtMiB(9<<20 + 100<<10), "9.1 MiB"},
+		{fmtLatency(250 * time.Millisecond), "250 ms"},
 		{shellJoin([]string{"bin/kvmbench", "run", "--out", "BENCH MARKS.md", "it's"}), `bin/kvmbench run --out 'BENCH MARKS.md' 'it'\''s'`},
 	}
 	for _, tt := range tests {

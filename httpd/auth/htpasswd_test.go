@@ -374,7 +374,7 @@ func TestParseHtpasswd(t *testing.T) {
 		ok         bool
 	}{
 		{"admin", "{SHA}87u9ZqY9S/F0eUBXjsPQEDUw4h0=", true}, // the first of two, "\r" trimmed
-		{"plain", "topsecret2", true},                         // an entry, though its hash never matches
+		{"plain", "topsecret2", true},                        // an entry, though its hash never matches
 		{"trailing", "{SHA}87u9ZqY9S/F0eUBXjsPQEDUw4h0=", true},
 		{"last", "{SHA}87u9ZqY9S/F0eUBXjsPQEDUw4h0=", true},
 		{"Bad", "", false},
