@@ -49,6 +49,10 @@ func (c *conn) CloseWrite() error {
 // headers, so Connection would come before Content-Type, and adds Date.
 const stdErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
+// expectFailed follows "HTTP/1.1" in net/http's 417; a handler's reply has
+// Cache-Control, which sorts before Connection.
+const expectFailed = "417 Expectation Failed\r\nConnection: close\r\n"
+
 func (c *conn) Write(p []byte) (int, error) {
 	if status, msg, ok := stdError(p); ok {
 		if _, err := c.Conn.Write(jsonErrorReply(status, msg)); err != nil {
@@ -63,6 +67,12 @@ func (c *conn) Write(p []byte) (int, error) {
 // status and text.
 func stdError(p []byte) (status int, msg string, ok bool) {
 	const proto = "HTTP/1.1 "
+	// Its reply to an Expect other than 100-continue goes through the
+	// response writer, but before the handler: no security headers.
+	if (bytes.HasPrefix(p, []byte(proto)) || bytes.HasPrefix(p, []byte("HTTP/1.0 "))) &&
+		bytes.HasPrefix(p[len(proto):], []byte(expectFailed)) {
+		return http.StatusExpectationFailed, "unsupported Expect header", true
+	}
 	if len(p) < len(proto)+3 || string(p[:len(proto)]) != proto {
 		return 0, "", false
 	}
@@ -78,7 +88,9 @@ func stdError(p []byte) (status int, msg string, ok bool) {
 }
 
 func jsonErrorReply(status int, msg string) []byte {
-	e := &Error{Status: status, Name: "BadRequestError", Msg: "Malformed request: " + msg}
+	// Whatever net/http answers (400, 417, 501, 505), the client sent
+	// something malformed: a 5xx would blame the server.
+	e := &Error{Status: http.StatusBadRequest, Name: "BadRequestError", Msg: "Malformed request: " + msg}
 	if status == http.StatusRequestHeaderFieldsTooLarge {
 		e = &Error{Status: http.StatusRequestEntityTooLarge, Name: "RequestTooLargeError", Msg: "Request headers are too large"}
 	}

@@ -128,5 +128,11 @@ func writeError(w http.ResponseWriter, e *Error) {
 	if e.Allow != "" {
 		h.Set("Allow", e.Allow)
 	}
+	if e.Status == http.StatusRequestEntityTooLarge {
+		// Without these net/http drains up to 256 KiB of the refused body,
+		// with no deadline, before the reply leaves and again after.
+		h.Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
 	writeBody(w, e.Status, errorBody(e))
 }

@@ -112,9 +112,12 @@ func parseExpire(s string) (time.Duration, error) {
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
-	defer rc.SetReadDeadline(time.Time{})
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
+		// The rest is not wanted: without these net/http drains it, with
+		// no deadline, before the reply leaves and again after.
+		w.Header().Set("Connection", "close")
+		_ = rc.SetReadDeadline(time.Now())
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, errTooLarge
@@ -124,6 +127,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		}
 		return nil, BadRequest("Request body could not be read", err)
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	return b, nil
 }
 

@@ -31,9 +31,7 @@ Run "kvmd serve -h" for every serve flag.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	err := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, errUsage):
@@ -57,6 +55,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if err != nil {
 			return err
 		}
+		// Only serve shuts down on a signal; the other commands keep the
+		// default, so Ctrl-C at a password prompt ends them at once.
+		ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
 		return serve(ctx, cfg, stdout, stderr)
 	case "user":
 		return userCmd(args[1:], stdin, stdout, stderr)

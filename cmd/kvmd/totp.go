@@ -172,7 +172,9 @@ func showTOTP(w io.Writer, secret string) error {
 	if err != nil {
 		return fmt.Errorf("building otpauth URI: %w", err)
 	}
-	fmt.Fprintf(w, "Secret: %s\nURI:    %s\n\n", secret, key.URL())
+	// The secret as authenticator apps take it when typed in: upper case,
+	// no padding, whatever form the file holds.
+	fmt.Fprintf(w, "Secret: %s\nURI:    %s\n\n", key.Secret(), key.URL())
 	return writeQR(w, key.URL())
 }
 

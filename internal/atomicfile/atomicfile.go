@@ -17,11 +17,12 @@ import (
 )
 
 // Write replaces the file at path with data: it writes a temporary file in
-// the same directory, flushes it to disk, gives it mode perm, renames it over
-// path and flushes the directory. When path already exists, the new file
-// keeps its owner and group if the process is allowed to set them, so that
-// root editing a file owned by a service user leaves it readable by that
-// user. On error the temporary file is removed and path is left untouched.
+// the same directory, flushes it to disk, gives it its mode, renames it over
+// path and flushes the directory. A new file gets mode perm. When path
+// already exists, the new file keeps its mode, less any permission for
+// others, and its owner and group if the process is allowed to set them, so
+// that root editing a file the service reads (owned by the service user, or
+// root:kvmd 0640) leaves it readable by the service and by nobody else. On error the temporary file is removed and path is left untouched.
 //
 // A symbolic link at path is followed: the file it points to is replaced and
 // the link kept.
@@ -126,6 +127,9 @@ func write(path string, data []byte, perm fs.FileMode) (err error) {
 	}
 	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("syncing %s: %w", tmp.Name(), err)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		perm = fi.Mode().Perm() &^ 0o007
 	}
 	// Chmod, not the mode given to open, so that the umask does not apply.
 	if err := tmp.Chmod(perm); err != nil {

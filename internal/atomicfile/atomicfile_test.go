@@ -50,6 +50,7 @@ func TestWrite(t *testing.T) {
 	tests := []struct {
 		name  string
 		old   []byte // nil: no file before
+		oldP  fs.FileMode
 		data  []byte
 		perm  fs.FileMode
 		wantP fs.FileMode
@@ -57,16 +58,22 @@ func TestWrite(t *testing.T) {
 		{name: "new file", data: []byte("hello\n"), perm: 0o600, wantP: 0o600},
 		// The umask (022 or stricter in tests) must not apply.
 		{name: "new file, group writable", data: []byte("x"), perm: 0o664, wantP: 0o664},
-		{name: "replace", old: []byte("old content that is longer\n"), data: []byte("new\n"), perm: 0o600, wantP: 0o600},
-		{name: "replace changes mode", old: []byte("old"), data: []byte("new"), perm: 0o640, wantP: 0o640},
-		{name: "empty", old: []byte("something"), data: []byte{}, perm: 0o600, wantP: 0o600},
+		{name: "replace", old: []byte("old content that is longer\n"), oldP: 0o600, data: []byte("new\n"), perm: 0o600, wantP: 0o600},
+		// root:kvmd 0640 stays readable by the service's group.
+		{name: "replace keeps group read", old: []byte("old"), oldP: 0o640, data: []byte("new"), perm: 0o600, wantP: 0o640},
+		{name: "replace drops world read", old: []byte("old"), oldP: 0o644, data: []byte("new"), perm: 0o600, wantP: 0o640},
+		{name: "replace tightens world write", old: []byte("old"), oldP: 0o666, data: []byte("new"), perm: 0o600, wantP: 0o660},
+		{name: "empty", old: []byte("something"), oldP: 0o600, data: []byte{}, perm: 0o600, wantP: 0o600},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "f")
 			if tt.old != nil {
-				if err := os.WriteFile(path, tt.old, 0o644); err != nil {
+				if err := os.WriteFile(path, tt.old, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(path, tt.oldP); err != nil {
 					t.Fatal(err)
 				}
 			}
