@@ -14,7 +14,9 @@ FUZZ_TARGETS := \
 	FuzzParseLogin:./httpd/ \
 	FuzzAuthHeaders:./httpd/ \
 	FuzzParseLine:./httpd/auth/ \
-	FuzzParseHash:./httpd/auth/
+	FuzzParseHash:./httpd/auth/ \
+	FuzzParseHtpasswd:./httpd/auth/ \
+	FuzzRespReader:./cmd/kvmbench/
 
 .PHONY: all build run test unit race fuzz lint bench cross clean
 all: build

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,9 @@ func TestLogin(t *testing.T) {
 				t.Errorf("new session refused: %d", r.status)
 			}
 		})
+	}
+	if !regexp.MustCompile(`msg=http addr=127.0.0.1 method=POST path=/api/auth/login status=200 bytes=23 user=admin auth=login`).MatchString(e.logs.String()) {
+		t.Error("the access log does not name the user of a successful login")
 	}
 	if r := e.req("GET", "/api/auth/login", nil, ""); r.status != 405 || r.header.Get("Allow") != "POST" {
 		t.Errorf("GET login: %d Allow %q, want 405 Allow POST", r.status, r.header.Get("Allow"))

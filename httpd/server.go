@@ -168,13 +168,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 	}
+	r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 	if !rt.public {
 		who, err := s.authenticate(r)
 		*id = who
 		if err != nil {
 			return err
 		}
-		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, who))
 	}
 	return h(w, r)
 }
@@ -191,8 +191,18 @@ type identityKey struct{}
 
 // IdentityFrom returns the identity of an authenticated request's context.
 func IdentityFrom(ctx context.Context) Identity {
-	id, _ := ctx.Value(identityKey{}).(Identity)
-	return id
+	if id, _ := ctx.Value(identityKey{}).(*Identity); id != nil {
+		return *id
+	}
+	return Identity{}
+}
+
+// setIdentity records who a public request turned out to be (a login), for
+// the access log.
+func setIdentity(ctx context.Context, who Identity) {
+	if id, _ := ctx.Value(identityKey{}).(*Identity); id != nil {
+		*id = who
+	}
 }
 
 // clientAddr is the address rate limits and logs use: the TCP peer, or for
