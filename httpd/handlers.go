@@ -12,6 +12,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"kvmd/httpd/auth"
 )
 
 // loginForm is the body of POST /api/auth/login.
@@ -151,6 +153,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	setIdentity(r.Context(), Identity{User: user, Method: auth.MethodLogin})
 	token, life, err := s.cfg.Auth.Login(r.Context(), user, f.passwd, expire, s.clientAddr(r))
 	if err != nil {
 		return authError(err)

@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,8 +110,16 @@ func listeners(cfg Config, log *slog.Logger) ([]net.Listener, error) {
 	if len(cfg.Listen) == 0 {
 		return nil, errors.New("nothing to listen on: give --listen")
 	}
+	gid := -1
+	if cfg.UnixGroup != "" {
+		g, err := user.LookupGroup(cfg.UnixGroup)
+		if err != nil {
+			return nil, fmt.Errorf("unix-group: %w", err)
+		}
+		gid, _ = strconv.Atoi(g.Gid)
+	}
 	for _, addr := range cfg.Listen {
-		ln, err := listen(addr)
+		ln, err := listen(addr, gid)
 		if err != nil {
 			for _, l := range lns {
 				l.Close()
@@ -121,7 +131,10 @@ func listeners(cfg Config, log *slog.Logger) ([]net.Listener, error) {
 	return lns, nil
 }
 
-func listen(addr string) (net.Listener, error) {
+// listen opens a TCP address or a unix socket. A socket file gets mode
+// 0660 and, when gid is not -1, that group, so the members of --unix-group
+// can connect.
+func listen(addr string, gid int) (net.Listener, error) {
 	path, ok := strings.CutPrefix(addr, "unix:")
 	if !ok {
 		ln, err := net.Listen("tcp", addr)
@@ -146,6 +159,12 @@ func listen(addr string) (net.Listener, error) {
 	if err := os.Chmod(path, 0o660); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("listen: giving %s to the unix-group: %w", path, err)
+		}
 	}
 	return ln, nil
 }

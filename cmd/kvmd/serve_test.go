@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -211,6 +213,21 @@ func TestServeConfigFile(t *testing.T) {
 	}}}
 	if st := get(t, uc, "http://kvmd/api/auth/check", nil); st != 200 {
 		t.Errorf("root over the unix socket: %d", st)
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket file mode: %v %v, want 0660", fi.Mode(), err)
+	}
+	if err := d.stop(t); err != nil {
+		t.Errorf("exit: %v", err)
+	}
+
+	// With --unix-group the socket belongs to that group.
+	d = startDaemon(t, nil, nil, "serve", "--config", cfg, "--unix-group", "nogroup")
+	d.stderr.wait(t, `kvmd listening`)
+	if fi, err := os.Stat(sock); err != nil {
+		t.Error(err)
+	} else if g, _ := user.LookupGroupId(strconv.Itoa(int(fi.Sys().(*syscall.Stat_t).Gid))); g == nil || g.Name != "nogroup" {
+		t.Errorf("socket group %v, want nogroup", g)
 	}
 	if err := d.stop(t); err != nil {
 		t.Errorf("exit: %v", err)
