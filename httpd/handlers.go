@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -104,7 +105,7 @@ func parseExpire(s string) (time.Duration, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || n > maxExpire {
-		return 0, BadParam("expire", "not a whole number of seconds from 0 to "+strconv.Itoa(maxExpire))
+		return 0, BadParam("expire", "not a whole number of seconds from 0 to "+strconv.FormatInt(maxExpire, 10))
 	}
 	return time.Duration(n) * time.Second, nil
 }
@@ -163,7 +164,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r),
 	}
 	if life > 0 {
-		c.MaxAge = int(life / time.Second)
+		c.MaxAge = int(min(life/time.Second, math.MaxInt32)) // int is 32 bits on ARMv6/v7
 	}
 	http.SetCookie(w, c)
 	writeBody(w, http.StatusOK, okEmpty)

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // These tests speak HTTP/1.1 by hand over net.Dial wherever net/http's
@@ -424,7 +425,7 @@ func TestBadBytesInCredentials(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := e.raw(tt.req)
 			expect(t, r, err, tt.status, tt.errName)
-			if strings.Contains(r.errMsg, "admin-pass") || strings.ContainsAny(r.errMsg, "\xff\xfe\x00\x01") {
+			if strings.Contains(r.errMsg, "admin-pass") || strings.ContainsFunc(r.errMsg, func(c rune) bool { return c == utf8.RuneError || c < 0x20 }) {
 				t.Errorf("error message echoes the input: %q", r.errMsg)
 			}
 		})
@@ -621,14 +622,13 @@ func TestHandlerPanic(t *testing.T) {
 		s.Handle("GET", "/boom", func(w http.ResponseWriter, r *http.Request) error {
 			panic("boom: secret internals")
 		})
-		s.Handle("GET", "/nil", func(w http.ResponseWriter, r *http.Request) error {
-			var m map[string]int
-			m["x"] = 1
+		s.Handle("GET", "/index", func(w http.ResponseWriter, r *http.Request) error {
+			_ = make([]int, 1)[len(r.URL.Path)] // a runtime error, not a panic call
 			return nil
 		})
 	}})
 	for i := 0; i < 3; i++ {
-		for _, p := range []string{"/api/boom", "/boom", "/api/nil"} {
+		for _, p := range []string{"/api/boom", "/boom", "/api/index"} {
 			r := e.req("GET", p, xhdr("admin", "admin-pass"), "")
 			if r.status != 500 || r.errName != "InternalError" {
 				t.Fatalf("%s: %d %q, want 500 InternalError", p, r.status, r.errName)
@@ -650,7 +650,7 @@ func TestHandlerPanic(t *testing.T) {
 		t.Errorf("unauthenticated /boom: %d, want 401 (auth comes before the handler)", r.status)
 	}
 	logs := e.logs.String()
-	for _, want := range []string{"request failed", "panic: boom: secret internals", "assignment to entry in nil map", "robust_test.go"} {
+	for _, want := range []string{"request failed", "panic: boom: secret internals", "index out of range", "robust_test.go"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the log lacks %q", want)
 		}
