@@ -49,7 +49,7 @@ func (c *conn) CloseWrite() error {
 // headers, so Connection would come before Content-Type, and adds Date.
 const stdErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
-// expectFailed follows "HTTP/1.1" in net/http's 417; a handler's reply has
+// expectFailed follows the version in net/http's 417; a handler's reply has
 // Cache-Control, which sorts before Connection.
 const expectFailed = "417 Expectation Failed\r\nConnection: close\r\n"
 

@@ -135,9 +135,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
-	body, err := s.readBody(w, r)
+	body, err := io.ReadAll(r.Body) // already read by serve, in memory
 	if err != nil {
-		return err
+		return BadRequest("Request body could not be read", err)
 	}
 	f, err := parseLogin(r.Header.Get("Content-Type"), body)
 	if err != nil {

@@ -1,9 +1,11 @@
 package httpd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -165,8 +167,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	if r.ContentLength > s.cfg.MaxBody {
 		return errTooLarge
 	}
-	if r.Body != nil && r.Body != http.NoBody {
+	// Any body is read whole now, under the size limit and the body
+	// deadline, whether or not the handler wants it: net/http would
+	// otherwise drain an unread one after the handler, with neither.
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		body, err := s.readBody(w, r)
+		if err != nil {
+			return err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 	if !rt.public {
