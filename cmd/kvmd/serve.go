@@ -82,12 +82,18 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		log.Warn("sd_notify", "err", err)
 	}
 	go watchdog(ctx, log)
+	stopping := make(chan struct{})
 	go func() {
+		defer close(stopping)
 		<-ctx.Done()
 		daemon.SdNotify(false, daemon.SdNotifyStopping)
 		log.Info("shutting down")
 	}()
-	return srv.Serve(ctx, lns, tlsConf)
+	err = srv.Serve(ctx, lns, tlsConf)
+	if ctx.Err() != nil {
+		<-stopping // systemd hears STOPPING=1 before the process is gone
+	}
+	return err
 }
 
 // listeners returns the sockets systemd passed (socket activation), or
