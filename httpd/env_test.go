@@ -3,6 +3,7 @@ package httpd
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -149,9 +150,16 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.base = "http://" + tcp.Addr().String()
+	serveUntilCleanup(t, e.srv, []net.Listener{tcp, unixLn}, nil)
+	return e
+}
+
+// serveUntilCleanup serves lns in the background and, when the test ends,
+// shuts the server down and checks that Serve returns cleanly.
+func serveUntilCleanup(t *testing.T, srv *Server, lns []net.Listener, tlsConf *tls.Config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.srv.Serve(ctx, []net.Listener{tcp, unixLn}, nil) }()
+	go func() { done <- srv.Serve(ctx, lns, tlsConf) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -163,7 +171,6 @@ func newEnv(t *testing.T, o envOpts) *env {
 			t.Error("Serve did not return after shutdown")
 		}
 	})
-	return e
 }
 
 // setNow freezes the authenticator's clock.

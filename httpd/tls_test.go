@@ -3,7 +3,6 @@ package httpd
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -76,22 +75,7 @@ func newTLSEnv(t *testing.T, o envOpts) *tlsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- e.srv.Serve(ctx, []net.Listener{tcp, unixLn}, &tls.Config{Certificates: []tls.Certificate{cert}})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Error("Serve with TLS did not return after shutdown")
-		}
-	})
+	serveUntilCleanup(t, e.srv, []net.Listener{tcp, unixLn}, &tls.Config{Certificates: []tls.Certificate{cert}})
 	return &tlsEnv{env: e, addr: tcp.Addr().String(), sock: sock,
 		client: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base32"
 	"errors"
-	"flag"
 	"fmt"
 	"image/color"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 
+	"kvmd/httpd/auth"
 	"kvmd/internal/atomicfile"
 )
 
@@ -35,23 +35,9 @@ var errTOTPDisabled = errors.New("2FA is not enabled")
 // turns 2FA off. del never removes the file: the daemon treats a configured
 // secret file that is missing as an error and refuses every login.
 func totpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("totp: missing subcommand\n" + totpUsage)
-	}
-	action := args[0]
-	switch action {
-	case "init", "show", "del":
-	case "-h", "--help", "help":
-		fmt.Fprintln(stderr, totpUsage)
-		return flag.ErrHelp
-	default:
-		return fmt.Errorf("totp: unknown subcommand %q\n%s", action, totpUsage)
-	}
-	fset := flag.NewFlagSet("kvmd totp "+action, flag.ContinueOnError)
-	fset.SetOutput(stderr)
-	fset.Usage = func() {
-		fmt.Fprintln(stderr, totpUsage)
-		fset.PrintDefaults()
+	action, fset, err := subcommand("totp", args, []string{"init", "show", "del"}, totpUsage, stderr)
+	if err != nil {
+		return err
 	}
 	path := fset.String("secret", "", "the 2FA secret `FILE`")
 	var force *bool
@@ -99,13 +85,7 @@ func totpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 // force is not set: replacing it locks out every authenticator app enrolled
 // with the old one.
 func initTOTP(path string, force bool) (string, error) {
-	key, err := totp.Generate(totp.GenerateOpts{
-		Issuer:      totpIssuer,
-		AccountName: accountName(),
-		Period:      30,
-		Digits:      otp.DigitsSix,
-		Algorithm:   otp.AlgorithmSHA1,
-	})
+	key, err := newKey(nil)
 	if err != nil {
 		return "", fmt.Errorf("generating 2FA secret: %w", err)
 	}
@@ -123,15 +103,28 @@ func initTOTP(path string, force bool) (string, error) {
 	return secret, nil
 }
 
-// readTOTPSecret returns the secret in the file at path with surrounding
-// white space removed: "" when the file is empty (2FA off). A missing file
-// is an error that wraps fs.ErrNotExist.
+// readTOTPSecret returns the secret in the file at path, checked and in
+// canonical form as the daemon reads it: "" when the file is empty (2FA
+// off). A missing file is an error that wraps fs.ErrNotExist.
 func readTOTPSecret(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading 2FA secret: %w", err)
 	}
-	return strings.TrimSpace(string(data)), nil
+	return auth.ParseSecret(data)
+}
+
+// newKey makes the TOTP key kvmd uses (SHA1, 6 digits, 30 s) for secret,
+// or for a new random secret when it is nil.
+func newKey(secret []byte) (*otp.Key, error) {
+	return totp.Generate(totp.GenerateOpts{
+		Issuer:      totpIssuer,
+		AccountName: accountName(),
+		Period:      30,
+		Digits:      otp.DigitsSix,
+		Algorithm:   otp.AlgorithmSHA1,
+		Secret:      secret,
+	})
 }
 
 // accountName is the label an authenticator app shows next to the issuer:
@@ -143,32 +136,14 @@ func accountName() string {
 	return "kvmd"
 }
 
-// decodeSecret accepts the base32 forms authenticator tools write: either
-// case, with or without padding.
-func decodeSecret(s string) ([]byte, error) {
-	s = strings.TrimRight(strings.ToUpper(s), "=")
-	raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(s)
-	if err != nil || len(raw) == 0 {
-		return nil, errors.New("the 2FA secret file does not hold a base32 secret")
-	}
-	return raw, nil
-}
-
 // showTOTP prints the secret, the otpauth:// URI an authenticator app
 // enrolls with, and that URI as a QR code.
 func showTOTP(w io.Writer, secret string) error {
-	raw, err := decodeSecret(secret)
+	raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(secret)
 	if err != nil {
-		return err
+		return fmt.Errorf("the 2FA secret is not base32: %w", err)
 	}
-	key, err := totp.Generate(totp.GenerateOpts{
-		Issuer:      totpIssuer,
-		AccountName: accountName(),
-		Period:      30,
-		Digits:      otp.DigitsSix,
-		Algorithm:   otp.AlgorithmSHA1,
-		Secret:      raw,
-	})
+	key, err := newKey(raw)
 	if err != nil {
 		return fmt.Errorf("building otpauth URI: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/term"
@@ -29,24 +30,9 @@ const usersPerm = 0o600
 // a lock and leaves every other line, comments and malformed lines included,
 // as it was.
 func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("user: missing subcommand\n" + userUsage)
-	}
-	action := args[0]
-	switch action {
-	case "list", "add", "set", "del":
-	case "-h", "--help", "help":
-		fmt.Fprintln(stderr, userUsage)
-		return flag.ErrHelp
-	default:
-		return fmt.Errorf("user: unknown subcommand %q\n%s", action, userUsage)
-	}
-
-	fset := flag.NewFlagSet("kvmd user "+action, flag.ContinueOnError)
-	fset.SetOutput(stderr)
-	fset.Usage = func() {
-		fmt.Fprintln(stderr, userUsage)
-		fset.PrintDefaults()
+	action, fset, err := subcommand("user", args, []string{"list", "add", "set", "del"}, userUsage, stderr)
+	if err != nil {
+		return err
 	}
 	path := fset.String("users", "", "the users `FILE` (htpasswd format)")
 	names, err := parseInterleaved(fset, args[1:])
@@ -113,6 +99,30 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 func errUserExists(name, path string) error {
 	return fmt.Errorf("user add: user %q already exists in %s (use \"kvmd user set\" to change the password)", name, path)
+}
+
+// subcommand checks the action in args[0] against actions and returns it
+// with a flag set for its flags, printing usage on -h.
+func subcommand(cmd string, args, actions []string, usage string, stderr io.Writer) (string, *flag.FlagSet, error) {
+	if len(args) == 0 {
+		return "", nil, fmt.Errorf("%s: missing subcommand\n%s", cmd, usage)
+	}
+	action := args[0]
+	switch {
+	case slices.Contains(actions, action):
+	case action == "-h" || action == "--help" || action == "help":
+		fmt.Fprintln(stderr, usage)
+		return "", nil, flag.ErrHelp
+	default:
+		return "", nil, fmt.Errorf("%s: unknown subcommand %q\n%s", cmd, action, usage)
+	}
+	fset := flag.NewFlagSet("kvmd "+cmd+" "+action, flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	fset.Usage = func() {
+		fmt.Fprintln(stderr, usage)
+		fset.PrintDefaults()
+	}
+	return action, fset, nil
 }
 
 // parseInterleaved parses flags that may come before, between or after

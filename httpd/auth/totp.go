@@ -52,7 +52,7 @@ func ParseSecret(data []byte) (string, error) {
 		return "", nil
 	}
 	if strings.ContainsAny(s, " \t\r\n") {
-		return "", errors.New("auth: 2FA secret file holds more than one word")
+		return "", errors.New("auth: 2FA secret file holds more than one word, not one base32 secret")
 	}
 	raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(s)
 	if err != nil || len(raw) < 10 {
