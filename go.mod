@@ -14,6 +14,7 @@ require (
 )
 
 require (
+	github.com/jonboulle/clockwork v0.4.0 // indirect
 	periph.io/x/conn/v3 v3.7.2 // indirect
 	periph.io/x/host/v3 v3.8.5 // indirect
 )

@@ -26,6 +26,8 @@ type Config struct {
 	// PeerAuth decides, for a request over a unix socket, whether the
 	// connecting process may act without a password, and as whom.
 	PeerAuth func(uid, gid uint32) (name string, ok bool)
+	// Info, when set, serves GET /api/info.
+	Info InfoSource
 
 	MaxBody           int64         // default 4 KiB
 	ReadHeaderTimeout time.Duration // default 10 s
@@ -75,6 +77,9 @@ func New(cfg Config) *Server {
 	s.handle("POST", "/auth/login", s.login, true)
 	s.Handle("GET", "/auth/check", s.check)
 	s.Handle("POST", "/auth/logout", s.logout)
+	if cfg.Info != nil {
+		s.Handle("GET", "/info", s.info)
+	}
 	return s
 }
 

@@ -1,0 +1,182 @@
+package hw
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"periph.io/x/conn/v3/gpio"
+	"periph.io/x/conn/v3/gpio/gpioreg"
+	"periph.io/x/conn/v3/pin"
+	"periph.io/x/host/v3"
+	"periph.io/x/host/v3/bcm283x"
+	"periph.io/x/host/v3/gpioioctl"
+)
+
+// PinSpec names a GPIO pin of the board.
+type PinSpec struct {
+	// Name is what the pin does: "atx_power_led".
+	Name string
+	// GPIO is periph's name for the pin: "GPIO24".
+	GPIO string
+	// ActiveLow means the pin is low when its function is on: an LED or
+	// optocoupler wired to the supply.
+	ActiveLow bool
+}
+
+// PinState is what a GPIO pin reads now.
+type PinState struct {
+	// GPIO is periph's name for the pin.
+	GPIO string `json:"gpio"`
+	// Direction is "in" or "out"; nil when the pin is not registered, not
+	// a GPIO now (an alternate function such as a UART), or its state
+	// cannot be read without changing it.
+	Direction *string `json:"direction"`
+	// Level is the logical level, ActiveLow applied: true when the
+	// function is on. Nil when Direction is, or when reading would
+	// disturb an output.
+	Level *bool `json:"level"`
+	// ActiveLow is the pin's wiring, so a reader can tell the electrical
+	// level (Level != ActiveLow); a separate raw level would only repeat
+	// it.
+	ActiveLow bool `json:"active_low"`
+}
+
+// InitGPIO registers the machine's GPIO pins with periph (host.Init). It
+// reports false with a nil error when this machine has no GPIO pins; an
+// error names the GPIO drivers that apply here but failed, such as the
+// Raspberry Pi's when it cannot map /dev/gpiomem. Both may come together:
+// pins can be usable through one driver while another failed. Failures of
+// drivers for other things (DMA, SPI, ...) are not reported.
+func InitGPIO() (ok bool, err error) {
+	st, err := host.Init()
+	if err != nil {
+		return false, fmt.Errorf("gpio: %w", err)
+	}
+	var errs []error
+	for _, f := range st.Failed {
+		if name := f.D.String(); strings.Contains(name, "gpio") {
+			errs = append(errs, fmt.Errorf("gpio: driver %s: %v", name, f.Err))
+		}
+	}
+	return len(gpioreg.All()) > 0, errors.Join(errs...)
+}
+
+// ReadPins reads the pins of specs from periph's registry, by spec name.
+// A pin periph does not know (not registered: InitGPIO not called, or no
+// such pin here) reads as nulls.
+//
+// ReadPins never changes a pin. periph's character-device driver (the
+// only one on a Pi 5, and the Pi 4's fallback without /dev/gpiomem) reads
+// a line by requesting it as an input with a pull-up, which would release
+// an output such as an ATX power button relay: such lines read only when
+// this process already set them up as inputs.
+func ReadPins(specs []PinSpec) map[string]PinState {
+	out := make(map[string]PinState, len(specs))
+	for _, s := range specs {
+		out[s.Name] = readPin(gpioreg.ByName(s.GPIO), s)
+	}
+	return out
+}
+
+func readPin(p gpio.PinIO, s PinSpec) PinState {
+	st := PinState{GPIO: s.GPIO, ActiveLow: s.ActiveLow}
+	if p == nil {
+		return st
+	}
+	for {
+		r, ok := p.(gpio.RealPin)
+		if !ok {
+			break
+		}
+		p = r.Real()
+	}
+	dir, readable := pinDirection(p)
+	if dir == "" {
+		return st
+	}
+	st.Direction = &dir
+	if readable {
+		level := bool(p.Read()) != s.ActiveLow
+		st.Level = &level
+	}
+	return st
+}
+
+// pinDirection returns "in", "out" or "" for p, and whether p.Read leaves
+// it as it is.
+func pinDirection(p gpio.PinIO) (dir string, readable bool) {
+	line, own := ioctlLine(p)
+	if line != nil {
+		switch lineDirection(line) {
+		case "Output":
+			return "out", false
+		case "Input":
+			if own {
+				return "in", true
+			}
+		default:
+			if own {
+				return "", false
+			}
+			// A bcm283x pin reads its registers when mapped; unmapped,
+			// its Func sees the line unset and reads nothing.
+		}
+	}
+	var f pin.Func
+	if pf, ok := p.(pin.PinFunc); ok {
+		f = pf.Func()
+	} else {
+		//lint:ignore SA1019 a pin without pin.PinFunc has only Function.
+		f = pin.Func(p.Function())
+	}
+	return funcDirection(f)
+}
+
+// funcDirection maps periph's pin functions ("IN", "In/High", "OUT",
+// "Out/Low", "OUT_OPEN", ...) to a direction; anything else is not a GPIO
+// now.
+func funcDirection(f pin.Func) (string, bool) {
+	s := strings.ToUpper(string(f))
+	switch {
+	case strings.HasPrefix(s, "IN"):
+		return "in", true
+	case strings.HasPrefix(s, "OUT"):
+		return "out", true
+	}
+	return "", false
+}
+
+// ioctlLine returns the /dev/gpiochip line behind p, if any, and whether p
+// is that line itself rather than a bcm283x pin that falls back on it.
+func ioctlLine(p gpio.PinIO) (*gpioioctl.GPIOLine, bool) {
+	switch p := p.(type) {
+	case *gpioioctl.GPIOLine:
+		return p, true
+	case *bcm283x.Pin:
+		// bcm283x backs its pins with the first chip's lines, by number.
+		if len(gpioioctl.Chips) > 0 {
+			lines := gpioioctl.Chips[0].Lines()
+			if n := p.Number(); n >= 0 && n < len(lines) {
+				return lines[n], false
+			}
+		}
+	}
+	return nil, false
+}
+
+// lineDirection returns "Input", "Output" or "NotSet": how this process
+// requested the line. periph exports it only through JSON; its Func and
+// Read would request the line to find out.
+func lineDirection(l *gpioioctl.GPIOLine) string {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return ""
+	}
+	var v struct{ Direction string }
+	if json.Unmarshal(b, &v) != nil {
+		return ""
+	}
+	return v.Direction
+}

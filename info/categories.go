@@ -1,0 +1,212 @@
+package info
+
+import (
+	"encoding/json"
+	"time"
+
+	"kvmd/hw"
+)
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte("null")
+	}
+	return b
+}
+
+// nullable turns "" into null.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+type platform struct {
+	Type   string  `json:"type"`
+	Base   *string `json:"base"`
+	Serial *string `json:"serial"`
+	Model  *string `json:"model"`
+	Video  *string `json:"video"`
+	Board  *string `json:"board"`
+}
+
+func (s *Source) platformOf(dt hw.DeviceTree, ok bool) platform {
+	p := platform{Type: s.profile.Type, Model: nullable(s.profile.Model), Video: nullable(s.profile.Video), Board: nullable(s.profile.Board)}
+	if ok {
+		p.Base, p.Serial = nullable(dt.Model), nullable(dt.Serial)
+	}
+	return p
+}
+
+type kernel struct {
+	System  *string `json:"system"`
+	Release *string `json:"release"`
+	Version *string `json:"version"`
+	Machine *string `json:"machine"`
+}
+
+// system returns the system category with and without platform: the
+// legacy layout moves platform into hw when hw is asked for.
+func (s *Source) system() (full, bare []byte) {
+	k, err := s.cfg.FS.Kernel()
+	s.report("kernel", err)
+	sys := map[string]any{
+		"kvmd":     map[string]string{"version": s.cfg.Version},
+		"streamer": nil, // no streamer runs beside this daemon yet
+		"kernel":   kernel{nullable(k.System), nullable(k.Release), nullable(k.Version), nullable(k.Machine)},
+	}
+	bare = mustJSON(sys)
+	sys["platform"] = json.RawMessage(s.platform)
+	return mustJSON(sys), bare
+}
+
+type authState struct {
+	Enabled bool `json:"enabled"`
+	TOTP    bool `json:"totp"`
+}
+
+func (s *Source) auth() any { return authState{Enabled: true, TOTP: s.cfg.TwoFactor()} }
+
+// fan is the state without a fan daemon: kvmd-fan is not part of this
+// daemon, so nothing monitors a fan.
+type fan struct {
+	Monitored bool `json:"monitored"`
+	State     any  `json:"state"`
+}
+
+type node struct {
+	Host *string `json:"host"`
+}
+
+func (s *Source) node() any {
+	h, err := s.cfg.FS.Hostname()
+	s.report("hostname", err)
+	return node{Host: nullable(h)}
+}
+
+type uptimeParts struct {
+	Days    int64 `json:"days"`
+	Hours   int64 `json:"hours"`
+	Minutes int64 `json:"minutes"`
+	Seconds int64 `json:"seconds"`
+}
+
+type uptime struct {
+	Total *int64       `json:"total"`
+	Parts *uptimeParts `json:"parts"`
+}
+
+func (s *Source) uptime() any {
+	d, err := s.cfg.FS.Uptime()
+	s.report("uptime", err)
+	if err != nil {
+		return uptime{}
+	}
+	total := int64(d / time.Second)
+	return uptime{Total: &total, Parts: &uptimeParts{
+		Days: total / 86400, Hours: total % 86400 / 3600, Minutes: total % 3600 / 60, Seconds: total % 60,
+	}}
+}
+
+type memState struct {
+	Percent   *float64 `json:"percent"`
+	Total     *uint64  `json:"total"`
+	Available *uint64  `json:"available"`
+}
+
+type nowPast struct {
+	Now  bool `json:"now"`
+	Past bool `json:"past"`
+}
+
+type throttling struct {
+	RawFlags    uint32             `json:"raw_flags"`
+	ParsedFlags map[string]nowPast `json:"parsed_flags"`
+	IgnorePast  bool               `json:"ignore_past"`
+}
+
+type health struct {
+	Temp struct {
+		CPU *float64 `json:"cpu"`
+	} `json:"temp"`
+	CPU struct {
+		Percent *int `json:"percent"`
+	} `json:"cpu"`
+	Mem        memState    `json:"mem"`
+	Throttling *throttling `json:"throttling"`
+}
+
+func (s *Source) health() any {
+	var h health
+	zones, terr := s.cfg.FS.ThermalZones()
+	if t, ok := hw.CPUTemp(zones); terr == nil && ok {
+		h.Temp.CPU = &t
+	}
+	if p, ok := s.cpuPercent(); ok {
+		h.CPU.Percent = &p
+	}
+	m, merr := s.cfg.FS.MemInfo()
+	if merr == nil {
+		pct := m.Percent()
+		h.Mem = memState{Percent: &pct, Total: &m.Total, Available: &m.Available}
+	}
+	th, therr := s.cfg.FS.Throttled()
+	if therr == nil {
+		th = s.past.Track(th)
+		f := th.Flags()
+		h.Throttling = &throttling{
+			RawFlags: th.Raw,
+			ParsedFlags: map[string]nowPast{
+				"undervoltage": {f.Undervoltage.Now, f.Undervoltage.Past},
+				"freq_capped":  {f.FreqCapped.Now, f.FreqCapped.Past},
+				"throttled":    {f.Throttled.Now, f.Throttled.Past},
+			},
+		}
+	}
+	s.report("health", terr, merr, therr)
+	return h
+}
+
+// cpuPercent is the busy share of the CPU since the previous reading (at
+// least a TTL ago), or since boot for the first one.
+func (s *Source) cpuPercent() (int, bool) {
+	cur, err := s.cfg.FS.CPUTimes()
+	s.report("cpu", err)
+	if err != nil {
+		return 0, false
+	}
+	s.cpuMu.Lock()
+	defer s.cpuMu.Unlock()
+	prev := s.prevCPU
+	s.prevCPU = &cur
+	if prev != nil {
+		if p, ok := hw.CPUPercent(*prev, cur); ok {
+			return p, true
+		}
+	}
+	return cur.SinceBoot()
+}
+
+func (s *Source) gpio() any {
+	return hw.ReadPins(s.profile.Pins)
+}
+
+func (s *Source) usb() any {
+	u, err := s.cfg.FS.USB()
+	s.report("usb", err)
+	if err != nil {
+		return nil
+	}
+	return u
+}
+
+func (s *Source) video() any {
+	v, err := hw.ReadVideo(s.cfg.FS, s.cfg.V4L2)
+	s.report("video", err)
+	if hw.Absent(err) {
+		return nil // no capture device at all
+	}
+	return v // a query error still leaves a usable answer (status unknown)
+}

@@ -1,0 +1,171 @@
+// Package info builds the categories of GET /api/info from the machine
+// (package hw, through a filesystem root), the board profile (package
+// board) and the operator's files (meta, extras).
+//
+// Facts that cannot change while the daemon runs (board, serial, kernel,
+// version) are read once. Values that change are read at most once per TTL
+// and kept as ready JSON, so a request costs a few copies however many
+// clients ask, and no process is ever spawned for one.
+package info
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"kvmd/board"
+	"kvmd/hw"
+)
+
+// Config is what a Source reads from.
+type Config struct {
+	FS hw.FS
+	// V4L2 queries the capture device; nil means the real ioctls.
+	V4L2 hw.V4L2
+	// MetaPath is the operator's YAML description; ExtrasDir holds one
+	// directory per add-on with a manifest.yaml. Empty: null and {}.
+	MetaPath  string
+	ExtrasDir string
+	Version   string
+	// TwoFactor tells whether 2FA is on, for the auth category.
+	TwoFactor func() bool
+	Log       *slog.Logger
+	// TTL bounds the age of changing values (default 1 s).
+	TTL time.Duration
+	Now func() time.Time
+}
+
+// Source answers /api/info.
+type Source struct {
+	cfg     Config
+	profile board.Profile
+
+	systemFull, systemBare []byte // with and without platform
+	platform               []byte
+	cats                   map[string]*cached
+
+	cpuMu   sync.Mutex
+	prevCPU *hw.CPUTimes
+	past    hw.PastTracker
+
+	errMu sync.Mutex
+	errs  map[string]string
+}
+
+// New reads the static facts and returns a Source.
+func New(cfg Config) *Source {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.V4L2 == nil {
+		cfg.V4L2 = hw.DeviceV4L2{}
+	}
+	if cfg.TwoFactor == nil {
+		cfg.TwoFactor = func() bool { return false }
+	}
+	s := &Source{cfg: cfg, errs: map[string]string{}}
+
+	dt, err := cfg.FS.DeviceTree()
+	s.report("device-tree", err)
+	s.profile = board.Detect(dt)
+	s.platform = mustJSON(s.platformOf(dt, err == nil))
+	s.systemFull, s.systemBare = s.system()
+
+	ttl := cfg.TTL
+	s.cats = map[string]*cached{
+		"auth":   s.cache(ttl, s.auth),
+		"extras": s.cache(2*ttl, s.extras),
+		"fan":    s.cache(0, func() any { return fan{} }),
+		"gpio":   s.cache(ttl, s.gpio),
+		"health": s.cache(ttl, s.health),
+		"meta":   s.cache(2*ttl, s.meta),
+		"node":   s.cache(ttl, s.node),
+		"uptime": s.cache(ttl, s.uptime),
+		"usb":    s.cache(ttl, s.usb),
+		"video":  s.cache(ttl, s.video),
+	}
+	return s
+}
+
+// Profile returns the detected board profile.
+func (s *Source) Profile() board.Profile { return s.profile }
+
+func (s *Source) cache(ttl time.Duration, build func() any) *cached {
+	return &cached{ttl: ttl, build: build, now: s.cfg.Now}
+}
+
+// JSON returns the reply to /api/info for categories (from ParseFields)
+// in the envelope, ready to send.
+func (s *Source) JSON(categories []string, legacy bool) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"ok":true,"result":{`)
+	for i, c := range categories {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(c)
+		b.WriteString(`":`)
+		switch c {
+		case "system":
+			if legacy && slices.Contains(categories, "hw") {
+				b.Write(s.systemBare)
+			} else {
+				b.Write(s.systemFull)
+			}
+		case "hw":
+			b.WriteString(`{"gpio":`)
+			b.Write(s.cats["gpio"].get())
+			b.WriteString(`,"health":`)
+			b.Write(s.cats["health"].get())
+			b.WriteString(`,"platform":`)
+			b.Write(s.platform)
+			b.WriteString(`,"usb":`)
+			b.Write(s.cats["usb"].get())
+			b.WriteString(`,"video":`)
+			b.Write(s.cats["video"].get())
+			b.WriteByte('}')
+		default:
+			if cat := s.cats[c]; cat != nil {
+				b.Write(cat.get())
+			} else {
+				b.WriteString("null")
+			}
+		}
+	}
+	b.WriteString("}}")
+	return b.Bytes()
+}
+
+// report logs a category's read errors once each time they change, and
+// once when they clear: a broken sensor is not a log line per request.
+func (s *Source) report(what string, errs ...error) {
+	var msgs []string
+	for _, e := range errs {
+		if e != nil && !hw.Absent(e) {
+			msgs = append(msgs, e.Error())
+		}
+	}
+	msg := strings.Join(msgs, "; ")
+	s.errMu.Lock()
+	prev := s.errs[what]
+	s.errs[what] = msg
+	s.errMu.Unlock()
+	switch {
+	case msg == prev:
+	case msg == "":
+		s.cfg.Log.Info("info: readable again", "what", what)
+	default:
+		s.cfg.Log.Warn("info: cannot read", "what", what, "err", errors.New(msg))
+	}
+}
