@@ -27,7 +27,7 @@ type Profile struct {
 	// Pins are the board's named GPIO pins.
 	Pins []hw.PinSpec
 
-	compatible []string // device-tree compatible entries that mean this board
+	compatible  []string // device-tree compatible entries that mean this board
 	modelPrefix string   // device-tree model prefix, when compatible is missing
 }
 

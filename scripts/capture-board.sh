@@ -6,8 +6,8 @@
 #   sh capture-board.sh /mnt/root > x.ttar    # a tree mounted elsewhere
 #
 # Needs only POSIX sh, od, awk, cat, grep and mktemp (plus readlink and, when
-# present, stat),
-# so it runs on Raspberry Pi OS, PiKVM's Arch and busybox systems alike.
+# present, stat), so it runs on Raspberry Pi OS, PiKVM's Arch and busybox
+# systems alike.
 # Run it as root: some sysfs and configfs attributes are root-only.
 #
 # What it takes (paths relative to the root): the device-tree model,

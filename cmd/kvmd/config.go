@@ -25,6 +25,9 @@ type Config struct {
 	SessionIdle     time.Duration `yaml:"session-idle"`
 	SessionLifetime time.Duration `yaml:"session-lifetime"`
 	AccessLog       bool          `yaml:"access-log"`
+	Root            string        `yaml:"root"`
+	Meta            string        `yaml:"meta"`
+	Extras          string        `yaml:"extras"`
 	Demo            bool          `yaml:"demo"`
 }
 
@@ -34,8 +37,14 @@ func defaultConfig() Config {
 		SessionIdle:     24 * time.Hour,
 		SessionLifetime: 7 * 24 * time.Hour,
 		AccessLog:       true,
+		Root:            "/",
+		Meta:            defaultMeta,
+		Extras:          "/usr/share/kvmd/extras",
 	}
 }
+
+// defaultMeta is where PiKVM keeps the operator's description.
+const defaultMeta = "/etc/kvmd/meta.yaml"
 
 // listFlag is a repeatable flag. The first use in a parse replaces what the
 // config file or the default said; later uses add to it.
@@ -72,6 +81,9 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.SessionIdle, "session-idle", cfg.SessionIdle, "end a session unused this long (0: never)")
 	fs.DurationVar(&cfg.SessionLifetime, "session-lifetime", cfg.SessionLifetime, "end a session this long after login (0: never)")
 	fs.BoolVar(&cfg.AccessLog, "access-log", cfg.AccessLog, "log one line per request")
+	fs.StringVar(&cfg.Root, "root", cfg.Root, "filesystem `dir` the hardware is read under (/ on a device; a fixture tree in tests)")
+	fs.StringVar(&cfg.Meta, "meta", cfg.Meta, "the operator's description of the device, YAML `file` (info category meta)")
+	fs.StringVar(&cfg.Extras, "extras", cfg.Extras, "`dir` of add-ons, one directory with a manifest.yaml each (info category extras)")
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode: throwaway users file with a generated password, printed at start")
 	return fs
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -22,17 +20,29 @@ import (
 
 	"kvmd/httpd"
 	"kvmd/httpd/auth"
+	"kvmd/hw"
+	"kvmd/info"
 )
 
 // serve runs the daemon until ctx ends.
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := newLogger(stderr)
+	var v4l2 hw.V4L2
 	if cfg.Demo {
-		dir, err := setupDemo(&cfg, stdout)
+		d, err := setupDemo(&cfg, stdout)
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer d.close()
+		v4l2 = d.v4l2
+	} else if cfg.Root == "/" {
+		// periph's drivers register the board's real GPIO pins. On a
+		// fixture root they would be this machine's, not the tree's.
+		if ok, err := hw.InitGPIO(); err != nil {
+			log.Warn("GPIO unavailable", "err", err)
+		} else if !ok {
+			log.Info("no GPIO on this machine")
+		}
 	}
 
 	authLog := log.With("component", "auth")
@@ -49,8 +59,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	a := auth.New(users, tfa, sessions, auth.NewLimiter(), authLog)
+	src := info.New(info.Config{
+		FS: hw.New(cfg.Root), V4L2: v4l2, MetaPath: cfg.Meta, ExtrasDir: cfg.Extras,
+		Version: version, TwoFactor: a.TwoFactor, Log: log.With("component", "info"),
+	})
+	log.Info("board", "root", cfg.Root, "board", src.Profile().Board)
 	hcfg := httpd.Config{
-		Auth:     auth.New(users, tfa, sessions, auth.NewLimiter(), authLog),
+		Auth:     a,
+		Info:     src,
 		Log:      log.With("component", "http"),
 		PeerAuth: peer,
 	}
@@ -195,35 +212,4 @@ func watchdog(ctx context.Context, log *slog.Logger) {
 			daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 		}
 	}
-}
-
-// setupDemo writes a throwaway users file with user admin and a generated
-// password, prints the credentials, and returns the directory to remove.
-func setupDemo(cfg *Config, stdout io.Writer) (string, error) {
-	dir, err := os.MkdirTemp("", "kvmd-demo-")
-	if err != nil {
-		return "", err
-	}
-	passwd := rand.Text()[:16]
-	hash, err := auth.NewHash(passwd)
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	if cfg.Users == "" {
-		cfg.Users = filepath.Join(dir, "htpasswd")
-		if err := os.WriteFile(cfg.Users, []byte("admin:"+hash+"\n"), 0o600); err != nil {
-			os.RemoveAll(dir)
-			return "", err
-		}
-		fmt.Fprintf(stdout, "kvmd demo mode: user admin, password %s\n", passwd)
-		if addr := cfg.Listen[0]; !strings.HasPrefix(addr, "unix:") {
-			scheme, k := "http", ""
-			if cfg.TLSCert != "" {
-				scheme, k = "https", "-k "
-			}
-			fmt.Fprintf(stdout, "  try: curl %s-u admin:%s %s://%s/api/auth/check\n", k, passwd, scheme, addr)
-		}
-	}
-	return dir, nil
 }
