@@ -13,23 +13,38 @@ import (
 // baselineBody is what kvmd answers on an authenticated GET /api/auth/check.
 const baselineBody = `{"ok":true,"result":{}}`
 
-// baselineHandler answers every request with baselineBody: the least any
-// server has to do to produce kvmd's bytes, so the ratio against it is the
-// cost of everything kvmd adds.
-func baselineHandler() http.Handler {
-	length := strconv.Itoa(len(baselineBody))
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		h := w.Header()
-		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", length)
-		_, _ = w.Write([]byte(baselineBody))
+// baselineHandler answers every request with baselineBody, and GET
+// /api/info with infoBody when one is given: the least any server has to do
+// to produce kvmd's bytes, so the ratio against it is the cost of
+// everything kvmd adds.
+func baselineHandler(infoBody []byte) http.Handler {
+	reply := func(body []byte) http.HandlerFunc {
+		length := strconv.Itoa(len(body))
+		return func(w http.ResponseWriter, _ *http.Request) {
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("Content-Length", length)
+			_, _ = w.Write(body)
+		}
+	}
+	check := reply([]byte(baselineBody))
+	if infoBody == nil {
+		return check
+	}
+	info := reply(infoBody)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/info" {
+			info(w, r)
+			return
+		}
+		check(w, r)
 	})
 }
 
 // serveBaseline runs the bare server on addr until ctx ends. It runs in its
 // own process (the driver execs itself) so it does not share the driver's
 // Go runtime.
-func serveBaseline(ctx context.Context, addr string) error {
+func serveBaseline(ctx context.Context, addr string, infoBody []byte) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
@@ -42,7 +57,7 @@ func serveBaseline(ctx context.Context, addr string) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           baselineHandler(),
+		Handler:           baselineHandler(infoBody),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 func TestRunLoad(t *testing.T) {
-	srv := httptest.NewServer(baselineHandler())
+	srv := httptest.NewServer(baselineHandler(nil))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	cfg := loadConfig{
@@ -78,7 +78,7 @@ func TestRunLoadWrongStatus(t *testing.T) {
 }
 
 func TestRunLoadCanceled(t *testing.T) {
-	srv := httptest.NewServer(baselineHandler())
+	srv := httptest.NewServer(baselineHandler(nil))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -98,7 +98,7 @@ func TestRunLoadCanceled(t *testing.T) {
 
 func TestBaselineHandlerBytes(t *testing.T) {
 	rec := httptest.NewRecorder()
-	baselineHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/auth/check", nil))
+	baselineHandler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/api/auth/check", nil))
 	if rec.Code != 200 || rec.Body.String() != `{"ok":true,"result":{}}` ||
 		rec.Header().Get("Content-Type") != "application/json" || rec.Header().Get("Content-Length") != "23" {
 		t.Errorf("baseline answered %d %v %q", rec.Code, rec.Header(), rec.Body)

@@ -70,10 +70,20 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback only)")
+		infoFile := fs.String("info-body", "", "answer GET /api/info with this file's bytes")
 		if err := fs.Parse(args[2:]); err != nil {
 			return 2
 		}
-		if err := serveBaseline(ctx, *listen); err != nil {
+		var infoBody []byte
+		if *infoFile != "" {
+			b, err := os.ReadFile(*infoFile)
+			if err != nil {
+				fmt.Fprintf(stderr, "kvmbench baseline: %v\n", err)
+				return 1
+			}
+			infoBody = b
+		}
+		if err := serveBaseline(ctx, *listen, infoBody); err != nil {
 			fmt.Fprintf(stderr, "kvmbench baseline: %v\n", err)
 			return 1
 		}

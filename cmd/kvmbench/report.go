@@ -56,10 +56,15 @@ type report struct {
 	orders           [][]string // scenario order of each round
 }
 
-func (rep *report) reference() *row {
-	for _, r := range rep.rows {
-		if r.Name == referenceScenario {
-			return r
+// reference returns the row r's ratio is against.
+func (rep *report) reference(r *row) *row {
+	name := r.Reference
+	if name == "" {
+		name = referenceScenario
+	}
+	for _, ref := range rep.rows {
+		if ref.Name == name {
+			return ref
 		}
 	}
 	return nil
@@ -88,28 +93,37 @@ func verdict(hasTarget, ok bool) string {
 
 // writeTable writes the results as markdown tables with a summary.
 func (rep *report) writeTable(w io.Writer) {
-	ref := rep.reference()
-	refRPS := math.NaN()
-	if ref != nil {
-		refRPS = ref.medianRPS()
-	}
 	var misses []string
-	fmt.Fprintf(w, "| scenario | median req/s | vs baseline | p50 | p99 | target | result |\n")
+	fmt.Fprintf(w, "| scenario | median req/s | vs its baseline | p50 | p99 | target | result |\n")
 	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---|---|\n")
 	for _, r := range rep.rows {
 		med := r.medianRPS()
-		rat := ratio(med, refRPS)
+		rat := math.NaN()
+		if ref := rep.reference(r); ref != nil {
+			rat = ratio(med, ref.medianRPS())
+		}
 		target, result := "—", "—"
-		if r.Name == referenceScenario {
+		if r.Name == referenceScenario || r.Name == infoReference {
 			target = "reference"
 		}
+		var targets []string
+		ok := true
 		if r.MinRatio > 0 {
-			target = fmt.Sprintf("≥ %.2fx", r.MinRatio)
-			ok := !math.IsNaN(rat) && rat >= r.MinRatio
-			result = verdict(true, ok)
-			if !ok {
+			targets = append(targets, fmt.Sprintf("≥ %.2fx", r.MinRatio))
+			if math.IsNaN(rat) || rat < r.MinRatio {
+				ok = false
 				misses = append(misses, r.Name+" ratio")
 			}
+		}
+		if r.MaxP99 > 0 {
+			targets = append(targets, "p99 < "+fmtLatency(r.MaxP99))
+			if p99 := medianDuration(r.p99); p99 <= 0 || p99 >= r.MaxP99 {
+				ok = false
+				misses = append(misses, r.Name+" p99")
+			}
+		}
+		if len(targets) > 0 {
+			target, result = strings.Join(targets, ", "), verdict(true, ok)
 		}
 		if len(r.failures) > 0 {
 			result = fmt.Sprintf("FAIL (%d/%d rounds)", len(r.failures), len(r.failures)+len(r.rps))

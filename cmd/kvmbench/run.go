@@ -53,8 +53,12 @@ type scenario struct {
 	Request    []byte
 	WantStatus int
 	// MinRatio is the target: median req/s at least this times the
-	// baseline's. 0 means no target.
+	// reference's. 0 means no target.
 	MinRatio float64
+	// Reference names the row the ratio is against; "" is the baseline.
+	Reference string
+	// MaxP99 is the target for the median p99 latency; 0 means none.
+	MaxP99 time.Duration
 }
 
 // referenceScenario is the row the ratios are computed against.
@@ -104,6 +108,22 @@ func authScenarios(baselineAddr, kvmdAddr, user, passwd, token string) []scenari
 			Request: rawRequest("GET", path, kvmdAddr, []string{"Authorization: Basic " + basic}, nil)},
 	}
 }
+
+// infoScenarios are the rows for GET /api/info with every category, from
+// the demo board: kvmd with a session cookie, against a bare net/http
+// server returning the same bytes.
+func infoScenarios(baselineAddr, kvmdAddr, token string) []scenario {
+	const path = "/api/info"
+	return []scenario{
+		{Name: infoReference, Addr: baselineAddr, WantStatus: 200, Reference: infoReference,
+			Request: rawRequest("GET", path, baselineAddr, nil, nil)},
+		{Name: "info", Addr: kvmdAddr, WantStatus: 200, MinRatio: 0.25, Reference: infoReference, MaxP99: 5 * time.Millisecond,
+			Request: rawRequest("GET", path, kvmdAddr, []string{"Cookie: auth_token=" + token}, nil)},
+	}
+}
+
+// infoReference is the bare server answering kvmd's /api/info bytes.
+const infoReference = "baseline-info"
 
 // run performs the whole benchmark and prints the report to stdout.
 func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err error) {
@@ -159,23 +179,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	}
 	logf("start to listening: %v (median of %d)", medianDuration(rep.listen).Round(10*time.Microsecond), len(rep.listen))
 
-	// The two servers under load.
-	baseAddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	base, err := procs.start("baseline", cfg.Self, []string{"baseline", "--listen", baseAddr}, filepath.Join(dir, "baseline.log"))
-	if err != nil {
-		return err
-	}
-	if _, err := waitListening(ctx, base, baseAddr); err != nil {
-		return err
-	}
+	// The two servers under load. kvmd serves the bundled demo board
+	// (--demo with our users file: the Raspberry Pi 4 tree, its GPIO and
+	// capture device faked), so /api/info has real content.
 	kvmdAddr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	srv, err := procs.start("kvmd", kvmd, []string{"serve", "--listen", kvmdAddr, "--users", users}, filepath.Join(dir, "kvmd.log"))
+	srv, err := procs.start("kvmd", kvmd, []string{"serve", "--demo", "--listen", kvmdAddr, "--users", users}, filepath.Join(dir, "kvmd.log"))
 	if err != nil {
 		return err
 	}
@@ -196,7 +207,27 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		return fmt.Errorf("%w; last lines of %s:\n%s", err, srv.logPath, logTail(srv.logPath, 20))
 	}
 
-	scenarios := authScenarios(baseAddr, kvmdAddr, benchUser, passwd, token)
+	infoBody, err := fetch(ctx, kvmdAddr, "/api/info", token)
+	if err != nil {
+		return err
+	}
+	infoFile := filepath.Join(dir, "info.json")
+	if err := os.WriteFile(infoFile, infoBody, 0o600); err != nil {
+		return err
+	}
+	baseAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	base, err := procs.start("baseline", cfg.Self, []string{"baseline", "--listen", baseAddr, "--info-body", infoFile}, filepath.Join(dir, "baseline.log"))
+	if err != nil {
+		return err
+	}
+	if _, err := waitListening(ctx, base, baseAddr); err != nil {
+		return err
+	}
+
+	scenarios := append(authScenarios(baseAddr, kvmdAddr, benchUser, passwd, token), infoScenarios(baseAddr, kvmdAddr, token)...)
 	rep.rows = make([]*row, len(scenarios))
 	byName := make(map[string]*row, len(scenarios))
 	for i, sc := range scenarios {
@@ -316,6 +347,27 @@ func login(ctx context.Context, addr, user, passwd string) (string, error) {
 		}
 	}
 	return "", errors.New("login: 200 without an auth_token cookie")
+}
+
+// fetch GETs path with the session cookie and returns the body.
+func fetch(ctx context.Context, addr, path, token string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.AddCookie(&http.Cookie{Name: "auth_token", Value: token})
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: status %d; body %q", path, resp.StatusCode, body)
+	}
+	return body, err
 }
 
 func isToken(s string) bool {

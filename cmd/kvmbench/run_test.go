@@ -102,6 +102,14 @@ func fakeKVMD(ctx context.Context, args []string) error {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, baselineBody)
 		})
+		mux.HandleFunc("GET /api/info", func(w http.ResponseWriter, r *http.Request) {
+			if c, err := r.Cookie("auth_token"); err != nil || c.Value != token || broken == "info" {
+				http.Error(w, `{"ok":false,"result":{"error":"ForbiddenError"}}`, http.StatusForbidden)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"ok":true,"result":{"node":{"host":"fake"}}}`)
+		})
 		srv := &http.Server{Addr: flagValue("--listen"), Handler: mux}
 		go func() { <-ctx.Done(); srv.Close() }()
 		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
@@ -135,7 +143,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
 	table := stdout.String()
-	for _, want := range []string{"| baseline |", "| cookie |", "| header |", "| basic |", "1.00x", "idle RSS", "start to listening", "binary size"} {
+	for _, want := range []string{"| baseline |", "| cookie |", "| header |", "| basic |", "| baseline-info |", "| info |", "1.00x", "idle RSS", "start to listening", "binary size"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
@@ -147,7 +155,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, baseline |", "shares its"} {
+	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, baseline-info, info, baseline |", "shares its"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, md)
 		}
