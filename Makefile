@@ -16,7 +16,13 @@ FUZZ_TARGETS := \
 	FuzzParseLine:./httpd/auth/ \
 	FuzzParseHash:./httpd/auth/ \
 	FuzzParseHtpasswd:./httpd/auth/ \
-	FuzzRespReader:./cmd/kvmbench/
+	FuzzRespReader:./cmd/kvmbench/ \
+	FuzzParseFields:./info/ \
+	FuzzParseMeminfo:./hw/ \
+	FuzzParseStat:./hw/ \
+	FuzzParseThrottled:./hw/ \
+	FuzzFirstUsage:./hw/ \
+	FuzzUnpack:./internal/fixture/
 
 .PHONY: all build run test unit race fuzz lint bench cross clean
 all: build
@@ -35,7 +41,7 @@ unit:
 	$(GO) test -count=1 ./...
 
 race:
-	$(GO) test -count=1 -race ./httpd/...
+	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/...
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
