@@ -24,18 +24,22 @@ FUZZ_TARGETS := \
 	FuzzFirstUsage:./hw/ \
 	FuzzUnpack:./internal/fixture/
 
-.PHONY: all build run test unit race fuzz lint bench cross clean
+.PHONY: all build deps run test unit race fuzz lint bench cross clean
 all: build
 
 build:
 	$(BUILD) -o bin/kvmd ./cmd/kvmd
 
+## deps: Debian packages the tests and the demo journal need (journalctl, systemd-journal-remote).
+deps:
+	@sh scripts/deps.sh
+
 ## run: the daemon in demo mode on 127.0.0.1:8080, credentials printed.
-run: build
+run: deps build
 	./bin/kvmd serve --demo
 
 ## test: lint, unit and integration tests, race detector, short fuzzing.
-test: lint unit race fuzz
+test: deps lint unit race fuzz
 
 unit:
 	$(GO) test -count=1 ./...
@@ -60,7 +64,7 @@ lint: $(TOOLS)/staticcheck
 	$(TOOLS)/staticcheck ./...
 
 ## bench: build, then measure against a bare net/http baseline; writes BENCHMARKS.md.
-bench: build
+bench: deps build
 	$(GO) build -o bin/kvmbench ./cmd/kvmbench
 	./bin/kvmbench run --kvmd bin/kvmd --out BENCHMARKS.md
 

@@ -28,6 +28,9 @@ type Config struct {
 	PeerAuth func(uid, gid uint32) (name string, ok bool)
 	// Info, when set, serves GET /api/info.
 	Info InfoSource
+	// LogSource, when set, serves GET /api/log; without it the endpoint
+	// answers LogReaderDisabledError, as kvmd does.
+	LogSource LogSource
 
 	MaxBody           int64         // default 4 KiB
 	ReadHeaderTimeout time.Duration // default 10 s
@@ -80,6 +83,7 @@ func New(cfg Config) *Server {
 	if cfg.Info != nil {
 		s.Handle("GET", "/info", s.info)
 	}
+	s.Handle("GET", "/log", s.log)
 	return s
 }
 

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the Debian packages the tests and the demo need, when missing:
+# journalctl (package systemd) and systemd-journal-remote, which writes the
+# real journal files the log tests and the demo read.
+set -eu
+need=""
+command -v journalctl >/dev/null 2>&1 || need="$need systemd"
+[ -x /usr/lib/systemd/systemd-journal-remote ] || [ -x /lib/systemd/systemd-journal-remote ] ||
+	need="$need systemd-journal-remote"
+[ -z "$need" ] && exit 0
+echo "installing:$need"
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $need >/dev/null
