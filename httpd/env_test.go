@@ -38,6 +38,7 @@ type envOpts struct {
 	peer            func(uid, gid uint32) (string, bool)
 	extraRoutes     func(s *Server)
 	limiterFreeFail int
+	log             LogSource
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -51,6 +52,7 @@ type env struct {
 	base     string // http://127.0.0.1:port
 	sock     string
 	logs     *syncBuffer
+	shutdown func()       // ends Serve now; the cleanup still checks it returned
 	clock    atomic.Int64 // unix nanos; 0: real time
 }
 
@@ -133,7 +135,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		return time.Now()
 	}
 	e.srv = New(Config{
-		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer,
+		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log,
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
 	})
@@ -150,13 +152,14 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.base = "http://" + tcp.Addr().String()
-	serveUntilCleanup(t, e.srv, []net.Listener{tcp, unixLn}, nil)
+	e.shutdown = serveUntilCleanup(t, e.srv, []net.Listener{tcp, unixLn}, nil)
 	return e
 }
 
 // serveUntilCleanup serves lns in the background and, when the test ends,
-// shuts the server down and checks that Serve returns cleanly.
-func serveUntilCleanup(t *testing.T, srv *Server, lns []net.Listener, tlsConf *tls.Config) {
+// shuts the server down and checks that Serve returns cleanly. The
+// returned function starts the shutdown early.
+func serveUntilCleanup(t *testing.T, srv *Server, lns []net.Listener, tlsConf *tls.Config) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, lns, tlsConf) }()
@@ -171,6 +174,7 @@ func serveUntilCleanup(t *testing.T, srv *Server, lns []net.Listener, tlsConf *t
 			t.Error("Serve did not return after shutdown")
 		}
 	})
+	return cancel
 }
 
 // setNow freezes the authenticator's clock.
