@@ -34,7 +34,7 @@ func parseSeek(v string) (time.Duration, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, BadParam("seek", "not a whole number of seconds >= 0")
+		return 0, BadParam("seek", "not a whole number of seconds, 0 or more")
 	}
 	return time.Duration(min(n, maxSeek)) * time.Second, nil
 }

@@ -28,6 +28,9 @@ type Config struct {
 	Root            string        `yaml:"root"`
 	Meta            string        `yaml:"meta"`
 	Extras          string        `yaml:"extras"`
+	JournalDir      string        `yaml:"journal-dir"`
+	LogUnits        []string      `yaml:"log-units"`
+	LogFollowers    int           `yaml:"log-followers"`
 	Demo            bool          `yaml:"demo"`
 }
 
@@ -40,6 +43,8 @@ func defaultConfig() Config {
 		Root:            "/",
 		Meta:            defaultMeta,
 		Extras:          "/usr/share/kvmd/extras",
+		LogUnits:        []string{"kvmd.service", "kvmd-*.service"},
+		LogFollowers:    20,
 	}
 }
 
@@ -84,6 +89,9 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Root, "root", cfg.Root, "filesystem `dir` the hardware is read under (/ on a device; a fixture tree in tests)")
 	fs.StringVar(&cfg.Meta, "meta", cfg.Meta, "the operator's description of the device, YAML `file` (info category meta)")
 	fs.StringVar(&cfg.Extras, "extras", cfg.Extras, "`dir` of add-ons, one directory with a manifest.yaml each (info category extras)")
+	fs.StringVar(&cfg.JournalDir, "journal-dir", cfg.JournalDir, "read journal files from `dir` instead of the system journal (/api/log)")
+	fs.Var(&listFlag{list: &cfg.LogUnits}, "log-unit", "systemd unit `pattern` whose entries /api/log shows (repeatable; default kvmd.service and kvmd-*.service)")
+	fs.IntVar(&cfg.LogFollowers, "log-followers", cfg.LogFollowers, "most /api/log?follow=1 streams at once (beyond: 503)")
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode: throwaway users file with a generated password, printed at start")
 	return fs
 }
@@ -134,6 +142,9 @@ func (c *Config) check() error {
 	}
 	if c.SessionIdle < 0 || c.SessionLifetime < 0 {
 		return errors.New("session durations cannot be negative")
+	}
+	if c.LogFollowers < 1 {
+		return errors.New("--log-followers must be at least 1")
 	}
 	return nil
 }

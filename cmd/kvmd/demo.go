@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpioreg"
@@ -18,6 +20,7 @@ import (
 	"kvmd/hw"
 	"kvmd/hw/v4l2test"
 	"kvmd/internal/fixture"
+	demojournal "kvmd/journal/demo"
 )
 
 // demo is what --demo sets up: a throwaway users file with a generated
@@ -26,12 +29,13 @@ import (
 // (pins registered with periph, as its drivers register real ones) and a
 // V4L2 capture device (answering DV timings for a 1080p60 source).
 type demo struct {
-	dir  string
-	v4l2 hw.V4L2
-	pins []gpio.PinIO
+	dir     string
+	v4l2    hw.V4L2
+	pins    []gpio.PinIO
+	journal *demojournal.Journal
 }
 
-func setupDemo(cfg *Config, stdout io.Writer) (d *demo, err error) {
+func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (d *demo, err error) {
 	d = &demo{}
 	d.dir, err = os.MkdirTemp("", "kvmd-demo-")
 	if err != nil {
@@ -76,6 +80,16 @@ func setupDemo(cfg *Config, stdout io.Writer) (d *demo, err error) {
 		}
 	}
 
+	if cfg.JournalDir == "" {
+		cfg.JournalDir = filepath.Join(d.dir, "journal")
+		d.journal, err = demojournal.Start(cfg.JournalDir, time.Now())
+		if err != nil {
+			// The rest of the demo works; /api/log answers 503 saying why.
+			log.Warn("demo: no demo journal", "err", err)
+			err = nil
+		}
+	}
+
 	fs := hw.New(cfg.Root)
 	prof := board.Detect(must(fs.DeviceTree()))
 	levels := map[string]gpio.Level{"atx_power_led": gpio.High, "atx_hdd_led": gpio.Low}
@@ -108,6 +122,9 @@ func setupDemo(cfg *Config, stdout io.Writer) (d *demo, err error) {
 func must[T any](v T, _ error) T { return v }
 
 func (d *demo) close() {
+	if d.journal != nil {
+		d.journal.Close()
+	}
 	for _, p := range d.pins {
 		gpioreg.Unregister(p.Name())
 	}

@@ -16,21 +16,37 @@ import (
 func newLogger(stderr io.Writer) *slog.Logger {
 	text := slog.NewTextHandler(stderr, nil)
 	if ok, _ := journal.StderrIsJournalStream(); ok {
-		return slog.New(&journalHandler{fallback: text})
+		return slog.New(&journalHandler{fallback: text, send: func(msg string, p journal.Priority, vars map[string]string) error {
+			return journal.Send(msg, p, vars)
+		}})
 	}
 	return slog.New(text)
 }
 
+// teeLogger also hands every record, as the sentence journald would get,
+// to send (the demo journal), while logging as before.
+func teeLogger(log *slog.Logger, send func(msg string)) *slog.Logger {
+	return slog.New(&journalHandler{fallback: log.Handler(), tee: true, send: func(msg string, _ journal.Priority, _ map[string]string) error {
+		send(msg)
+		return nil
+	}})
+}
+
 // journalHandler sends records to journald. The MESSAGE is the text a
 // person reads in `journalctl` and in /api/log; the fields are for
-// filtering (journalctl KVMD_USER=admin).
+// filtering (journalctl KVMD_USER=admin). With tee it also passes every
+// record to fallback; otherwise fallback takes only what send refused.
 type journalHandler struct {
 	fallback slog.Handler
+	tee      bool
+	send     func(msg string, p journal.Priority, vars map[string]string) error
 	attrs    []slog.Attr
 	group    string
 }
 
-func (h *journalHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h *journalHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || h.fallback.Enabled(ctx, l)
+}
 
 func (h *journalHandler) Handle(ctx context.Context, r slog.Record) error {
 	var msg strings.Builder
@@ -47,7 +63,7 @@ func (h *journalHandler) Handle(ctx context.Context, r slog.Record) error {
 		add(a)
 	}
 	r.Attrs(add)
-	if err := journal.Send(msg.String(), priority(r.Level), vars); err != nil {
+	if err := h.send(msg.String(), priority(r.Level), vars); err != nil || h.tee {
 		return h.fallback.Handle(ctx, r)
 	}
 	return nil

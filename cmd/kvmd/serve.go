@@ -22,6 +22,7 @@ import (
 	"kvmd/httpd/auth"
 	"kvmd/hw"
 	"kvmd/info"
+	"kvmd/journal"
 )
 
 // serve runs the daemon until ctx ends.
@@ -29,12 +30,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := newLogger(stderr)
 	var v4l2 hw.V4L2
 	if cfg.Demo {
-		d, err := setupDemo(&cfg, stdout)
+		d, err := setupDemo(&cfg, stdout, log)
 		if err != nil {
 			return err
 		}
 		defer d.close()
 		v4l2 = d.v4l2
+		if d.journal != nil {
+			log = teeLogger(log, func(msg string) { d.journal.Append("kvmd.service", msg) })
+		}
 	} else if cfg.Root == "/" {
 		// periph's drivers register the board's real GPIO pins. On a
 		// fixture root they would be this machine's, not the tree's.
@@ -65,11 +69,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Version: version, TwoFactor: a.TwoFactor, Log: log.With("component", "info"),
 	})
 	log.Info("board", "root", cfg.Root, "board", src.Profile().Board)
+	jr := journal.New(journal.Config{Dir: cfg.JournalDir, Units: cfg.LogUnits, MaxFollowers: cfg.LogFollowers})
 	hcfg := httpd.Config{
-		Auth:     a,
-		Info:     src,
-		Log:      log.With("component", "http"),
-		PeerAuth: peer,
+		Auth:      a,
+		Info:      src,
+		LogSource: logSource{jr},
+		Log:       log.With("component", "http"),
+		PeerAuth:  peer,
 	}
 	if cfg.AccessLog {
 		hcfg.AccessLog = hcfg.Log
@@ -213,3 +219,30 @@ func watchdog(ctx context.Context, log *slog.Logger) {
 		}
 	}
 }
+
+// logSource serves /api/log from the journal, its errors as the HTTP
+// answers they mean.
+type logSource struct{ r *journal.Reader }
+
+func (l logSource) Open(ctx context.Context, seek time.Duration, follow bool) (httpd.LogStream, error) {
+	st, err := l.r.Open(ctx, seek, follow)
+	switch {
+	case errors.Is(err, journal.ErrTooManyFollowers):
+		return nil, httpd.Unavailable("Too many clients follow the log now; try again later", err)
+	case errors.Is(err, journal.ErrUnavailable):
+		why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), journal.ErrUnavailable.Error()), ": ")
+		return nil, httpd.Unavailable("The journal cannot be read: "+why, err)
+	case err != nil:
+		return nil, err
+	}
+	return logStream{st}, nil
+}
+
+type logStream struct{ st *journal.Stream }
+
+func (s logStream) Stream(_ context.Context, w io.Writer, flush func() error, setDeadline func(time.Time) error) error {
+	_, err := s.st.Copy(w, journal.CopyOptions{Flush: flush, SetWriteDeadline: setDeadline})
+	return err
+}
+
+func (s logStream) Close() error { return s.st.Close() }
