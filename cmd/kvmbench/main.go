@@ -107,6 +107,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "uncounted warm-up before each measurement")
 	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "keep-alive connections per scenario")
 	fs.StringVar(&cfg.Out, "out", "", "also write the report as a markdown file (e.g. BENCHMARKS.md)")
+	fs.IntVar(&cfg.LogEntries, "log-entries", cfg.LogEntries, "journal entries for the /api/log seek rows (0: no log rows)")
+	fs.IntVar(&cfg.LogSamples, "log-samples", cfg.LogSamples, "entries timed through a /api/log follow")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

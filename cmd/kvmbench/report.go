@@ -54,6 +54,7 @@ type report struct {
 	loadRSSErr       error
 	rows             []*row
 	orders           [][]string // scenario order of each round
+	log              *logResult // nil when the log rows were skipped
 }
 
 // reference returns the row r's ratio is against.
@@ -158,6 +159,23 @@ func (rep *report) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "| binary size | %s | — | — |\n", fmtMiB(rep.binarySize))
 	if rep.loadRSSErr == nil {
 		fmt.Fprintf(w, "| RSS after the load rounds | %s | — | — |\n", fmtMiB(rep.loadRSS))
+	}
+	if l := rep.log; l != nil {
+		k, j := medianDuration(l.kvmd), medianDuration(l.jctl)
+		rat := ratio(float64(k), float64(j))
+		ok := !math.IsNaN(rat) && rat <= targetSeekRatio
+		if !ok {
+			misses = append(misses, "log seek")
+		}
+		fmt.Fprintf(w, "| log seek, whole boot of %d entries (%d lines sent): kvmd / journalctl alone | %s / %s = %s | ≤ %.1fx | %s |\n",
+			l.entries, l.lines, k.Round(time.Millisecond), j.Round(time.Millisecond), fmtRatio(rat), targetSeekRatio, verdict(true, ok))
+		med, p99 := medianDuration(l.latency), percentile(l.latency, 0.99)
+		ok = med > 0 && med < targetFollowLatency
+		if !ok {
+			misses = append(misses, "follow latency")
+		}
+		fmt.Fprintf(w, "| log follow latency, journal write to client (median / p99 of %d) | %s / %s | median < %s | %s |\n",
+			len(l.latency), fmtLatency(med), fmtLatency(p99), fmtLatency(targetFollowLatency), verdict(true, ok))
 	}
 	fmt.Fprintln(w)
 

@@ -30,6 +30,9 @@ type runConfig struct {
 	Starts int           // start-to-listening samples
 	Idle   time.Duration // idle time before reading RSS
 
+	LogEntries int // journal entries for the log seek rows; 0 skips the log rows
+	LogSamples int // follow latency samples
+
 	CommandLine string // as typed, for the report
 	ViaMake     bool   // run from a Makefile recipe
 }
@@ -42,6 +45,9 @@ func defaultRunConfig() runConfig {
 		Conns:    4,
 		Starts:   5,
 		Idle:     time.Second,
+
+		LogEntries: 1_000_000,
+		LogSamples: 100,
 	}
 }
 
@@ -263,6 +269,13 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	rep.loadRSS, rep.loadRSSErr = readVmRSS(srv.cmd.Process.Pid)
 	if srv.exited() {
 		return srv.exitError()
+	}
+	if cfg.LogEntries > 0 {
+		procs.stop(srv, 3*time.Second)
+		procs.stop(base, 3*time.Second)
+		if rep.log, err = runLogBench(ctx, cfg, &procs, kvmd, users, passwd, dir, logf); err != nil {
+			return fmt.Errorf("log benchmark: %w", err)
+		}
 	}
 	rep.finished = time.Now()
 

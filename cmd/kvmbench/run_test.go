@@ -132,6 +132,7 @@ func testRunConfig(t *testing.T) runConfig {
 	cfg.Rounds, cfg.Starts, cfg.Conns = 2, 2, 2
 	cfg.Duration, cfg.Warmup, cfg.Idle = 80*time.Millisecond, 20*time.Millisecond, 50*time.Millisecond
 	cfg.CommandLine = "kvmbench run --kvmd fake"
+	cfg.LogEntries = 0 // the log rows need the real kvmd and real journal files
 	return cfg
 }
 

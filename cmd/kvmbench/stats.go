@@ -113,3 +113,14 @@ func rotate[T any](xs []T, k int) []T {
 	}
 	return append(slices.Clone(xs[k:]), xs[:k]...)
 }
+
+// percentile returns the q-quantile (0..1) of ds by the nearest rank.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}

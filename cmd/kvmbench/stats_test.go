@@ -149,3 +149,33 @@ func TestFormatting(t *testing.T) {
 		}
 	}
 }
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	for _, tt := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0, time.Millisecond}} {
+		if got := percentile(ds, tt.q); got != tt.want {
+			t.Errorf("percentile(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	if percentile(nil, 0.5) != 0 {
+		t.Error("percentile of nothing is not 0")
+	}
+}
+
+func TestCountLines(t *testing.T) {
+	long := strings.Repeat("x", 300<<10)
+	for _, tt := range []struct {
+		in   string
+		want int
+	}{{"", 0}, {"a\r\n", 1}, {"a\nb\n", 2}, {"a\nb", 1}, {long + "\n" + long + "\n", 2}} {
+		if n, err := countLines(strings.NewReader(tt.in)); err != nil || n != tt.want {
+			t.Errorf("countLines(%.20q) = %d, %v; want %d", tt.in, n, err, tt.want)
+		}
+	}
+}
