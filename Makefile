@@ -22,7 +22,8 @@ FUZZ_TARGETS := \
 	FuzzParseStat:./hw/ \
 	FuzzParseThrottled:./hw/ \
 	FuzzFirstUsage:./hw/ \
-	FuzzUnpack:./internal/fixture/
+	FuzzUnpack:./internal/fixture/ \
+	FuzzParseEntry:./journal/
 
 .PHONY: all build deps run test unit race fuzz lint bench cross clean
 all: build
@@ -41,11 +42,14 @@ run: deps build
 ## test: lint, unit and integration tests, race detector, short fuzzing.
 test: deps lint unit race fuzz
 
+# Tests that need real journal files fail, not skip, when the tools are missing.
+export JOURNALTEST_REQUIRE := 1
+
 unit:
 	$(GO) test -count=1 ./...
 
 race:
-	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/...
+	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/... ./journal/...
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

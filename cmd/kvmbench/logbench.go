@@ -30,20 +30,13 @@ const (
 	targetFollowLatency = 50 * time.Millisecond
 )
 
-var remotePaths = []string{"/usr/lib/systemd/systemd-journal-remote", "/lib/systemd/systemd-journal-remote"}
-
 // writeBigJournal writes n entries over the last n milliseconds into real
 // journal files with systemd-journal-remote: three of every four are the
 // service's units, one is sshd's, which the daemon's unit filter drops.
 func writeBigJournal(ctx context.Context, dir string, n int) error {
-	remote := ""
-	for _, p := range remotePaths {
-		if _, err := os.Stat(p); err == nil {
-			remote = p
-		}
-	}
-	if remote == "" {
-		return fmt.Errorf("systemd-journal-remote is not installed (make deps)")
+	remote, err := export.Remote()
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

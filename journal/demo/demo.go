@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,12 +27,6 @@ import (
 
 //go:embed journal.txt
 var source string
-
-// remotePaths are where Debian and others install systemd-journal-remote.
-var remotePaths = []string{"/usr/lib/systemd/systemd-journal-remote", "/lib/systemd/systemd-journal-remote"}
-
-// ErrNoRemote means systemd-journal-remote is not installed.
-var ErrNoRemote = errors.New("demo journal: systemd-journal-remote is not installed (apt install systemd-journal-remote)")
 
 // Journal is a demo journal being written.
 type Journal struct {
@@ -55,15 +48,9 @@ func newBootID() string {
 // Start writes the demo journal into dir and keeps systemd-journal-remote
 // running for Append.
 func Start(dir string, now time.Time) (*Journal, error) {
-	remote := ""
-	for _, p := range remotePaths {
-		if _, err := os.Stat(p); err == nil {
-			remote = p
-			break
-		}
-	}
-	if remote == "" {
-		return nil, ErrNoRemote
+	remote, err := export.Remote()
+	if err != nil {
+		return nil, fmt.Errorf("demo journal: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

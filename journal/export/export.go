@@ -1,15 +1,17 @@
 // Package export writes the journal export format, the stream that
 // systemd-journal-remote turns into real journal files: fields as NAME=value
-// lines, a value holding a newline or bytes that are not text in the
-// binary-safe form (NAME, newline, 64-bit little-endian length, the bytes,
-// newline), and an empty line after each entry.
+// lines, a value holding control characters or bytes that are not UTF-8 in
+// the binary-safe form (NAME, newline, 64-bit little-endian length, the
+// bytes, newline), and an empty line after each entry.
 package export
 
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 	"unicode/utf8"
 )
@@ -55,7 +57,7 @@ func Write(w io.Writer, fields []Field) error {
 			return fmt.Errorf("export: bad field name %q", f.Name)
 		}
 		b.WriteString(f.Name)
-		if bytes.IndexByte(f.Value, '\n') < 0 && utf8.Valid(f.Value) {
+		if text(f.Value) {
 			b.WriteByte('=')
 			b.Write(f.Value)
 		} else {
@@ -68,4 +70,32 @@ func Write(w io.Writer, fields []Field) error {
 	b.WriteByte('\n')
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// text reports whether v can go in the NAME=value form: UTF-8 without
+// control characters.
+func text(v []byte) bool {
+	for _, c := range v {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return utf8.Valid(v)
+}
+
+// remotePaths are where Debian and others install systemd-journal-remote.
+var remotePaths = []string{"/usr/lib/systemd/systemd-journal-remote", "/lib/systemd/systemd-journal-remote"}
+
+// ErrNoRemote means systemd-journal-remote is not installed.
+var ErrNoRemote = errors.New("systemd-journal-remote is not installed (apt install systemd-journal-remote)")
+
+// Remote returns the path of systemd-journal-remote, which writes journal
+// files from this format ("--output=FILE -" reads it on stdin).
+func Remote() (string, error) {
+	for _, p := range remotePaths {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", ErrNoRemote
 }

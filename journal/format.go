@@ -1,0 +1,106 @@
+package journal
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// lineWriter is what writeLine writes to: a *bufio.Writer in a stream, a
+// *bytes.Buffer in tests.
+type lineWriter interface {
+	io.Writer
+	io.StringWriter
+	io.ByteWriter
+}
+
+// writeLine writes e as kvmd does:
+//
+//	[2024-05-01 12:00:00 kvmd.service] --- message\r\n
+//
+// with the time in loc and the message's trailing white space removed. A
+// multi-line message keeps its inner newlines. Bytes that are not valid
+// UTF-8, and control characters other than tab and newline, are written as
+// \xNN escapes so that the text is valid UTF-8 and safe on a terminal. A
+// message cut at maxMessage ends with a marker giving its full size.
+func writeLine(w lineWriter, e *entry, loc *time.Location) error {
+	var hdr [64]byte
+	b := append(hdr[:0], '[')
+	b = time.UnixMicro(e.usec).In(loc).AppendFormat(b, "2006-01-02 15:04:05")
+	b = append(b, ' ')
+	w.Write(b)
+	writeSafe(w, e.unit.b)
+	w.WriteString("] --- ")
+
+	msg := e.message.b
+	dropped := e.message.dropped
+	if dropped > 0 {
+		// Do not leave half a character at the cut.
+		cut := lastRuneStart(msg)
+		if !utf8.FullRune(msg[cut:]) {
+			dropped += int64(len(msg) - cut)
+			msg = msg[:cut]
+		}
+	}
+	writeSafe(w, bytes.TrimRightFunc(msg, unicode.IsSpace))
+	if dropped > 0 {
+		w.WriteString(" [message truncated: ")
+		var n [20]byte
+		w.Write(strconv.AppendInt(n[:0], int64(len(msg))+dropped, 10))
+		w.WriteString(" bytes]")
+	}
+	_, err := w.WriteString("\r\n")
+	return err
+}
+
+// lastRuneStart returns the index where the last (possibly partial) UTF-8
+// sequence of b starts.
+func lastRuneStart(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			return i
+		}
+	}
+	return len(b)
+}
+
+// writeSafe writes b, escaping what writeLine says it escapes.
+func writeSafe(w lineWriter, b []byte) {
+	const hex = "0123456789abcdef"
+	esc := func(p []byte) {
+		for _, c := range p {
+			w.WriteByte('\\')
+			w.WriteByte('x')
+			w.WriteByte(hex[c>>4])
+			w.WriteByte(hex[c&15])
+		}
+	}
+	start := 0
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			if (c >= 0x20 && c != 0x7f) || c == '\t' || c == '\n' {
+				i++
+				continue
+			}
+			w.Write(b[start:i])
+			esc(b[i : i+1])
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if (r == utf8.RuneError && size == 1) || (r >= 0x80 && r <= 0x9f) {
+			w.Write(b[start:i])
+			esc(b[i : i+size])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	w.Write(b[start:])
+}

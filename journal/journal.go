@@ -1,0 +1,393 @@
+package journal
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Errors Open returns before any output. The HTTP layer answers both with
+// 503; ErrUnavailable is wrapped with the reason.
+var (
+	ErrUnavailable      = errors.New("journal: not available")
+	ErrTooManyFollowers = errors.New("journal: too many followers")
+)
+
+// Config says where the journal is and what to show of it.
+type Config struct {
+	// Journalctl is the journalctl binary, looked up on PATH when it has
+	// no slash. Default "journalctl".
+	Journalctl string
+	// Dir, when set, is a directory of journal files read instead of the
+	// system journal (journalctl --directory).
+	Dir string
+	// Units are the unit name patterns (path.Match syntax, which is also
+	// what journalctl's --unit globs accept) whose entries are shown. They
+	// must be full unit names ("kvmd.service", not "kvmd"). Default
+	// "kvmd.service", "kvmd-*.service".
+	Units []string
+	// MaxFollowers bounds the streams open with follow. Default 20.
+	MaxFollowers int
+	// Location is the time zone of the timestamps. Default time.Local.
+	Location *time.Location
+	// WriteTimeout drops a stream whose single write blocks this long,
+	// when Copy is given a way to set write deadlines. Default 60 s.
+	WriteTimeout time.Duration
+}
+
+// Reader opens streams of log lines from the journal. It is safe for
+// concurrent use.
+type Reader struct {
+	cfg        Config
+	sem        chan struct{}
+	badPattern error
+	systemDirs []string // where the system journal lives
+}
+
+// readyTimeout bounds how long Open waits to see whether journalctl
+// starts cleanly (see doc.go); after it, the stream is returned anyway.
+const readyTimeout = 2 * time.Second
+
+// New returns a Reader for cfg, with defaults for its zero fields.
+func New(cfg Config) *Reader {
+	if cfg.Journalctl == "" {
+		cfg.Journalctl = "journalctl"
+	}
+	if len(cfg.Units) == 0 {
+		cfg.Units = []string{"kvmd.service", "kvmd-*.service"}
+	}
+	cfg.Units = append([]string(nil), cfg.Units...)
+	if cfg.MaxFollowers <= 0 {
+		cfg.MaxFollowers = 20
+	}
+	if cfg.Location == nil {
+		cfg.Location = time.Local
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 60 * time.Second
+	}
+	r := &Reader{
+		cfg:        cfg,
+		sem:        make(chan struct{}, cfg.MaxFollowers),
+		systemDirs: []string{"/run/log/journal", "/var/log/journal"},
+	}
+	for _, p := range cfg.Units {
+		if _, err := path.Match(p, ""); err != nil || strings.HasPrefix(p, "-") {
+			r.badPattern = fmt.Errorf("%w: bad unit pattern %q", ErrUnavailable, p)
+		}
+	}
+	return r
+}
+
+// Open starts reading the current boot's entries of the configured units,
+// from seek back (0: the whole boot), and with follow also the entries
+// written after that, until ctx ends or the stream is closed. The caller
+// must Close the stream.
+//
+// Errors are ErrTooManyFollowers, ErrUnavailable wrapped with the reason
+// (journalctl missing or failing at once, journal missing or unreadable),
+// or ctx's error.
+func (r *Reader) Open(ctx context.Context, seek time.Duration, follow bool) (*Stream, error) {
+	if seek < 0 {
+		return nil, fmt.Errorf("journal: negative seek %v", seek)
+	}
+	if r.badPattern != nil {
+		return nil, r.badPattern
+	}
+	var release func()
+	if follow {
+		select {
+		case r.sem <- struct{}{}:
+			release = func() { <-r.sem }
+		default:
+			return nil, ErrTooManyFollowers
+		}
+	}
+	s, err := r.open(ctx, seek, follow)
+	if err != nil {
+		if release != nil {
+			release()
+		}
+		return nil, err
+	}
+	s.release = release
+	return s, nil
+}
+
+// query is one journalctl command line.
+type query struct {
+	since  time.Time // zero: the whole boot
+	follow bool
+	boot   bool // restrict to the current (or, in a directory, the last) boot
+	units  bool // pass the unit patterns to journalctl
+}
+
+func (r *Reader) args(q query) []string {
+	a := []string{
+		"--output=json",
+		"--output-fields=_SYSTEMD_UNIT,MESSAGE", // the timestamps always come
+		"--all",                                 // else fields over 4 KiB are null
+		"--quiet",
+		"--no-pager",
+	}
+	if r.cfg.Dir != "" {
+		a = append(a, "--directory="+r.cfg.Dir)
+	}
+	if q.units {
+		for _, u := range r.cfg.Units {
+			a = append(a, "--unit="+u)
+		}
+	}
+	if !q.since.IsZero() {
+		a = append(a, fmt.Sprintf("--since=@%d.%06d", q.since.Unix(), q.since.Nanosecond()/1000))
+	}
+	if q.follow {
+		a = append(a, "--follow", "--lines=all") // -f alone starts at the last 10
+		if !q.boot {
+			a = append(a, "--merge") // else --follow implies --boot
+		}
+	}
+	if q.boot {
+		// Last: journalctl takes the word after a bare --boot as its
+		// argument when that word parses as a boot ID or offset.
+		a = append(a, "--boot")
+	}
+	return a
+}
+
+func (r *Reader) open(ctx context.Context, seek time.Duration, follow bool) (*Stream, error) {
+	bin, err := r.preflight()
+	if err != nil {
+		return nil, err
+	}
+	q := query{follow: follow, boot: true, units: true}
+	if seek > 0 {
+		q.since = time.Now().Add(-seek)
+		if q.since.Unix() <= 0 {
+			q.since = time.Time{} // further back than the epoch: everything
+		}
+	}
+	for {
+		s, err := r.start(ctx, bin, r.args(q), follow)
+		if err != nil {
+			return nil, fmt.Errorf("%w: starting journalctl: %v", ErrUnavailable, err)
+		}
+		err = s.awaitReady(ctx)
+		if err == nil {
+			s.stop = context.AfterFunc(ctx, s.interrupt)
+			return s, nil
+		}
+		s.Close()
+		var xe *exitError
+		if !errors.As(err, &xe) {
+			return nil, err
+		}
+		// Two failures of journalctl mean "nothing yet", not "broken":
+		switch {
+		case q.boot && r.cfg.Dir != "" && strings.Contains(xe.stderr, "No such boot ID"):
+			// --boot in a directory means its last boot, and a directory
+			// without entries has none. Every entry to come is new.
+			// (--follow implies --boot: args adds --merge to undo that.)
+			q.boot = false
+		case q.units && strings.Contains(xe.stderr, "Failed to add filter for units"):
+			// No unit in the journal matches the patterns (only globs
+			// were given). Read every entry and filter here instead,
+			// which also catches units that appear later.
+			q.units = false
+		default:
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, xe)
+		}
+	}
+}
+
+// preflight checks what makes journalctl fail in ways worth a clear
+// message, and returns the binary's path.
+func (r *Reader) preflight() (string, error) {
+	bin, err := exec.LookPath(r.cfg.Journalctl)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if r.cfg.Dir != "" {
+		return bin, checkDir(r.cfg.Dir)
+	}
+	found := false
+	for _, d := range r.systemDirs {
+		err := checkDir(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		found = true
+	}
+	if !found {
+		return "", fmt.Errorf("%w: no system journal (none of %s exists)", ErrUnavailable, strings.Join(r.systemDirs, ", "))
+	}
+	return bin, nil
+}
+
+// checkDir checks that dir is a readable directory and, if it holds
+// journal files (directly or in machine-ID subdirectories, where
+// journalctl looks), that this process can open at least one: journalctl
+// skips the files it may not read without failing, so a daemon outside
+// the systemd-journal group would otherwise show an empty log.
+func checkDir(dir string) error {
+	files, readable, err := scanDir(dir, true)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if files > 0 && !readable {
+		return fmt.Errorf("%w: permission denied reading the journal files in %s (uid %d; journal readers need the systemd-journal group)",
+			ErrUnavailable, dir, os.Getuid())
+	}
+	return nil
+}
+
+func scanDir(dir string, top bool) (files int, readable bool, err error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return 0, false, err
+	} else if !fi.IsDir() {
+		return 0, false, fmt.Errorf("%s is not a directory", dir)
+	}
+	names, err := f.Readdirnames(1024)
+	if err != nil && err != io.EOF {
+		return 0, false, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	for _, name := range names {
+		p := filepath.Join(dir, name)
+		switch {
+		case strings.HasSuffix(name, ".journal") || strings.HasSuffix(name, ".journal~"):
+			files++
+			if jf, err := os.Open(p); err == nil {
+				jf.Close()
+				return files, true, nil
+			}
+		case top && isID128(name):
+			n, ok, err := scanDir(p, false)
+			if ok {
+				return files + n, true, nil
+			}
+			files += n
+			if errors.Is(err, fs.ErrPermission) {
+				files++ // an unreadable machine directory counts as unreadable files
+			}
+		}
+	}
+	return files, false, nil
+}
+
+func isID128(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// start runs journalctl with its output on a pipe the stream reads.
+func (r *Reader) start(ctx context.Context, bin string, args []string, follow bool) (*Stream, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	// English messages: Open recognises two of them (see open).
+	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8", "SYSTEMD_PAGER=")
+	cmd.Stdout = pw
+	stderr := &headBuffer{max: 4096}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = sysProcAttr()
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(pr, readBuffer)
+	return &Stream{
+		r:      r,
+		ctx:    ctx,
+		follow: follow,
+		cmd:    cmd,
+		pr:     pr,
+		br:     br,
+		dec:    newDecoder(br),
+		stderr: stderr,
+	}, nil
+}
+
+// exitError is journalctl exiting with a failure before any output.
+type exitError struct {
+	err    error // from exec.Cmd.Wait
+	stderr string
+}
+
+func (e *exitError) Error() string {
+	if msg := cleanStderr(e.stderr); msg != "" {
+		return "journalctl: " + msg
+	}
+	return "journalctl: " + e.err.Error()
+}
+
+// cleanStderr makes journalctl's complaint fit an error message: its first
+// two lines, printable, at most 200 bytes.
+func cleanStderr(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f || r == 0xfffd {
+				return -1
+			}
+			return r
+		}, l))
+		if l != "" {
+			lines = append(lines, l)
+		}
+		if len(lines) == 2 {
+			break
+		}
+	}
+	msg := strings.Join(lines, "; ")
+	if len(msg) > 200 {
+		cut := 200
+		for cut > 0 && msg[cut]&0xc0 == 0x80 {
+			cut--
+		}
+		msg = msg[:cut] + "..."
+	}
+	return msg
+}
+
+// headBuffer keeps the first max bytes written to it.
+type headBuffer struct {
+	b   []byte
+	max int
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	if room := h.max - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (h *headBuffer) String() string { return string(h.b) }

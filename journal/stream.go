@@ -1,0 +1,302 @@
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"sync"
+	"time"
+)
+
+// Buffer sizes: with the caps in entry.go they bound a stream's memory
+// (about 100 KiB, plus up to maxMessage while an entry that large passes).
+// A slow client stalls Copy in a write; the pipe then fills and journalctl
+// blocks in its own write: nothing queues up in the daemon.
+const (
+	readBuffer  = 64 << 10
+	writeBuffer = 32 << 10
+	keepMessage = 64 << 10 // a message buffer grown past this is dropped after use
+	unitCache   = 64       // unit names whose pattern match a stream remembers
+)
+
+var (
+	errBusy   = errors.New("journal: stream already being copied")
+	errClosed = errors.New("journal: stream closed")
+)
+
+// Stream is one journalctl run. Copy writes its log lines; Close ends it.
+type Stream struct {
+	r      *Reader
+	ctx    context.Context
+	follow bool
+
+	cmd    *exec.Cmd
+	pr     *os.File
+	stderr *headBuffer
+	stop   func() bool // unregisters the context.AfterFunc
+
+	procMu    sync.Mutex
+	exited    bool
+	waitOnce  sync.Once
+	waitErr   error
+	closeOnce sync.Once
+	release   func() // the follower slot, if any
+
+	mu      sync.Mutex // held by Copy, and by Close to release what Copy uses
+	closed  bool
+	br      *bufio.Reader
+	dec     *decoder
+	e       entry
+	units   map[string]bool
+	skipped int // malformed lines
+}
+
+// CopyOptions are the hooks Copy needs from an HTTP response (or any
+// other writer) without depending on net/http.
+type CopyOptions struct {
+	// Flush, if set, pushes what was written to the client. Copy calls it
+	// once at the start (so that headers go out before the first entry,
+	// which may be hours away with follow) and whenever it has written
+	// lines and reading on would block.
+	Flush func() error
+	// SetWriteDeadline, if set, is called with now+WriteTimeout before
+	// every write and flush, and with the zero time when Copy returns. An
+	// error from it (such as http.ErrNotSupported) stops its use.
+	SetWriteDeadline func(time.Time) error
+}
+
+// Copy writes the stream's log lines to w, one per entry, in batches: it
+// flushes whenever the next entry is not already buffered. It returns
+// when journalctl ends (nil, unless journalctl failed, or ended while
+// following), when the stream's context ends (its error), or on a write
+// error. The number of bytes written to w is returned.
+//
+// Copy is not an io.WriterTo: it needs the flush and deadline hooks.
+func (s *Stream) Copy(w io.Writer, opt CopyOptions) (int64, error) {
+	if !s.mu.TryLock() {
+		return 0, errBusy
+	}
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, errClosed
+	}
+	dw := &deadlineWriter{w: w, set: opt.SetWriteDeadline, timeout: s.r.cfg.WriteTimeout}
+	defer dw.clear()
+	bw := bufio.NewWriterSize(dw, writeBuffer)
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if opt.Flush == nil {
+			return nil
+		}
+		dw.arm()
+		return opt.Flush()
+	}
+	pending := true // flush at once: the response headers
+	for {
+		if pending && s.wouldBlock() {
+			if err := flush(); err != nil {
+				return dw.n, err
+			}
+			pending = false
+		}
+		err := s.dec.decode(&s.e)
+		if err == errSyntax {
+			s.skipped++
+			err = s.dec.skipLine()
+			if err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			if pending {
+				if ferr := flush(); ferr != nil {
+					return dw.n, ferr
+				}
+			}
+			return dw.n, s.end(err)
+		}
+		if !s.match(&s.e) {
+			continue
+		}
+		if err := writeLine(bw, &s.e, s.r.cfg.Location); err != nil {
+			return dw.n, err
+		}
+		pending = true
+		if cap(s.e.message.b) > keepMessage {
+			s.e.message.b = nil
+		}
+	}
+}
+
+// wouldBlock tells whether decoding the next entry needs a read from the
+// pipe, that is whether no complete line is buffered.
+func (s *Stream) wouldBlock() bool {
+	n := s.br.Buffered()
+	if n == 0 {
+		return true
+	}
+	b, _ := s.br.Peek(n)
+	return bytes.IndexByte(b, '\n') < 0
+}
+
+// end turns the error that stopped reading into Copy's result.
+func (s *Stream) end(err error) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	if errors.Is(err, os.ErrClosed) {
+		return errClosed
+	}
+	if err != io.EOF {
+		return fmt.Errorf("journal: reading journalctl's output: %w", err)
+	}
+	if werr := s.wait(); werr != nil {
+		return fmt.Errorf("journal: %w", &exitError{err: werr, stderr: s.stderr.String()})
+	}
+	if s.follow {
+		return errors.New("journal: journalctl stopped following")
+	}
+	return nil
+}
+
+// match tells whether e is from one of the configured units. journalctl's
+// --unit also brings PID 1's and coredumps' messages about the unit,
+// which kvmd does not show.
+func (s *Stream) match(e *entry) bool {
+	if !e.unit.set || e.unit.dropped > 0 {
+		return false
+	}
+	if ok, found := s.units[string(e.unit.b)]; found {
+		return ok
+	}
+	unit := string(e.unit.b)
+	ok := false
+	for _, p := range s.r.cfg.Units {
+		if m, _ := path.Match(p, unit); m {
+			ok = true
+			break
+		}
+	}
+	if s.units == nil {
+		s.units = make(map[string]bool)
+	}
+	if len(s.units) < unitCache {
+		s.units[unit] = ok
+	}
+	return ok
+}
+
+// awaitReady waits until journalctl has shown it runs: it printed
+// something, it exited (successfully: an empty result; else an
+// *exitError), or, when following, it watches the journal. See doc.go.
+func (s *Stream) awaitReady(ctx context.Context) error {
+	defer s.pr.SetReadDeadline(time.Time{})
+	start := time.Now()
+	step := time.Millisecond
+	for {
+		s.pr.SetReadDeadline(time.Now().Add(step))
+		_, err := s.br.Peek(1)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			// Its output closed: it has exited.
+			if werr := s.wait(); werr != nil {
+				return &exitError{err: werr, stderr: s.stderr.String()}
+			}
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if s.follow && watching(s.cmd.Process.Pid) {
+			return nil
+		}
+		if time.Since(start) > readyTimeout {
+			return nil
+		}
+		step = min(2*step, 20*time.Millisecond)
+	}
+}
+
+// interrupt wakes a Copy blocked reading, when the context ends.
+func (s *Stream) interrupt() {
+	s.pr.SetReadDeadline(time.Unix(1, 0))
+}
+
+// wait reaps journalctl, once.
+func (s *Stream) wait() error {
+	s.waitOnce.Do(func() {
+		s.waitErr = s.cmd.Wait()
+		s.procMu.Lock()
+		s.exited = true
+		s.procMu.Unlock()
+	})
+	return s.waitErr
+}
+
+func (s *Stream) kill() {
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	if !s.exited {
+		killGroup(s.cmd.Process)
+	}
+}
+
+// Close kills journalctl and its process group, waits for it, and frees
+// the stream's buffers and follower slot. A Copy in progress returns (if
+// it is blocked writing, once its write returns). Close may be called
+// more than once; it returns nil.
+func (s *Stream) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			s.stop()
+		}
+		s.kill()
+		s.pr.Close()
+		s.wait()
+		s.mu.Lock()
+		s.closed = true
+		s.br, s.dec, s.e, s.units = nil, nil, entry{}, nil
+		s.mu.Unlock()
+		if s.release != nil {
+			s.release()
+		}
+	})
+	return nil
+}
+
+// deadlineWriter counts what it writes and arms a write deadline first.
+type deadlineWriter struct {
+	w       io.Writer
+	set     func(time.Time) error
+	timeout time.Duration
+	n       int64
+}
+
+func (d *deadlineWriter) arm() {
+	if d.set != nil && d.set(time.Now().Add(d.timeout)) != nil {
+		d.set = nil
+	}
+}
+
+func (d *deadlineWriter) clear() {
+	if d.set != nil {
+		d.set(time.Time{})
+	}
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	d.arm()
+	n, err := d.w.Write(p)
+	d.n += int64(n)
+	return n, err
+}
