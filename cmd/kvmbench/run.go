@@ -187,12 +187,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 
 	// The two servers under load. kvmd serves the bundled demo board
 	// (--demo with our users file: the Raspberry Pi 4 tree, its GPIO and
-	// capture device faked), so /api/info has real content.
+	// capture device faked), so /api/info has real content. --journal-dir
+	// keeps the demo journal out: it would copy every log line into
+	// systemd-journal-remote, a cost of the demo, not of the daemon.
 	kvmdAddr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	srv, err := procs.start("kvmd", kvmd, []string{"serve", "--demo", "--listen", kvmdAddr, "--users", users}, filepath.Join(dir, "kvmd.log"))
+	srv, err := procs.start("kvmd", kvmd, []string{"serve", "--demo", "--listen", kvmdAddr, "--users", users, "--journal-dir", filepath.Join(dir, "no-journal")}, filepath.Join(dir, "kvmd.log"))
 	if err != nil {
 		return err
 	}
