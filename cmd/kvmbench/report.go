@@ -253,6 +253,15 @@ func (rep *report) markdown() []byte {
 	fmt.Fprintf(&b, "- The load generator runs on the same machine and shares its %d cores with the server under test, "+
 		"and with the baseline equally, so absolute numbers are lower than a remote client would measure; "+
 		"the ratios against the baseline are the figures to compare across machines.\n", m.nproc)
+	if rep.log != nil {
+		fmt.Fprintf(&b, "- Log rows: %d entries written over the last %d s into real journal files by `systemd-journal-remote` "+
+			"(three in four of the service's units, one in four sshd's, which the unit filter drops). Seek: a whole-boot "+
+			"`GET /api/log?seek=0` through kvmd (its own process, read to the end by the driver) against journalctl alone running the "+
+			"command kvmd runs (`journalctl %s`), its output read the same way; the rounds alternate which goes first, medians shown. "+
+			"Follow: a client attached to `/api/log?follow=1` on another kvmd; each of %d entries is written with systemd-journal-remote "+
+			"and timed until its line arrives at the client.\n",
+			rep.log.entries, rep.log.entries/1000, strings.Join(journalctlArgs("DIR"), " "), len(rep.log.latency))
+	}
 	fmt.Fprintf(&b, "- Idle RSS is VmRSS from `/proc/PID/status` after kvmd answered one request and then sat idle for %s. "+
 		"Start to listening is the time from exec to the first HTTP response on `GET /api/auth/check` (polled every %s).\n",
 		cfg.Idle, pollEvery)
