@@ -1,12 +1,16 @@
 #!/bin/sh
 # Installs the Debian packages the tests and the demo need, when missing:
 # journalctl (package systemd) and systemd-journal-remote, which writes the
-# real journal files the log tests and the demo read.
+# real journal files the log tests and the demo read; and qemu-user, whose
+# qemu-arm and qemu-aarch64 run the ARM builds in make smoke. The tests name
+# the emulator and its CPU (qemu-arm -cpu arm1176), so binfmt registration
+# (qemu-user-binfmt, a recommendation) is left out.
 set -eu
 need=""
 command -v journalctl >/dev/null 2>&1 || need="$need systemd"
 [ -x /usr/lib/systemd/systemd-journal-remote ] || [ -x /lib/systemd/systemd-journal-remote ] ||
 	need="$need systemd-journal-remote"
+{ command -v qemu-arm && command -v qemu-aarch64; } >/dev/null 2>&1 || need="$need qemu-user"
 [ -z "$need" ] && exit 0
 echo "installing:$need"
 sudo=""

@@ -4,6 +4,7 @@
 //	kvmd serve [flags]                    run the daemon
 //	kvmd user list|add|set|del NAME ...   manage the users file
 //	kvmd totp init|show|del ...           manage the 2FA secret
+//	kvmd firstboot [--etc DIR] ...        provision a new device
 //	kvmd version
 package main
 
@@ -26,6 +27,7 @@ const usage = `usage:
              [--tls-cert FILE --tls-key FILE] [--unix-group GROUP] [--demo] ...
   kvmd user list|add|set|del [NAME] --users FILE
   kvmd totp init|show|del --secret FILE [-f]
+  kvmd firstboot [--etc DIR] [--state DIR] [--issue FILE] [--hostname NAME] [--group GROUP]
   kvmd version
 Run "kvmd serve -h" for every serve flag.
 `
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return userCmd(args[1:], stdin, stdout, stderr)
 	case "totp":
 		return totpCmd(args[1:], stdin, stdout, stderr)
+	case "firstboot":
+		return firstbootCmd(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "kvmd", version)
 		return nil
