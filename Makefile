@@ -6,8 +6,11 @@ LDFLAGS := -s -w -buildid= -X main.version=$(VERSION)
 BUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 TOOLS   := $(CURDIR)/bin/tools
 STATICCHECK_VERSION := v0.8.2
-FUZZTIME ?= 5s
-# name:package of every fuzz target; make test runs each for FUZZTIME.
+# An execution count, not a duration: a duration-based -fuzztime can fail
+# with a bare "context deadline exceeded" and no crasher (a race in Go's
+# fuzz coordinator, golang/go#75804, fixed in Go 1.27, not in 1.26).
+FUZZTIME ?= 20000x
+# name:package of every fuzz target; make test runs each for FUZZTIME executions.
 FUZZ_TARGETS := \
 	FuzzParseBasic:./httpd/ \
 	FuzzSessionToken:./httpd/ \
@@ -25,7 +28,7 @@ FUZZ_TARGETS := \
 	FuzzUnpack:./internal/fixture/ \
 	FuzzParseEntry:./journal/
 
-.PHONY: all build deps run test unit race smoke fuzz lint bench cross clean
+.PHONY: all build deps run test unit race smoke fuzz lint bench cross deb clean
 all: build
 
 build:
@@ -94,6 +97,16 @@ cross:
 	GOARCH=arm GOARM=6 $(CROSS) -o dist/kvmd-linux-armv6 ./cmd/kvmd
 	GOARCH=amd64 $(CROSS) -o dist/kvmd-linux-amd64 ./cmd/kvmd
 	@ls -l dist/ | awk 'NR>1 {printf "%-22s %6.2f MiB\n", $$9, $$5/1048576}'
+
+## deb: Debian packages for Raspberry Pi OS (and Debian) from the cross builds:
+## dist/kvmd_DEB_VERSION_{arm64,armhf,amd64}.deb. armhf holds the ARMv7 build: Raspberry Pi OS's
+## armhf also runs on the ARMv6 Pi 1 and Zero, where this binary does not; those need the image. scripts/mkdeb.sh lays
+## them out; scripts/debversion.sh maps the commit to a Debian version (0.0~gitDATE.HASH-1).
+DEB_VERSION ?= $(shell sh scripts/debversion.sh)
+deb: cross
+	sh scripts/mkdeb.sh arm64 '$(DEB_VERSION)' dist/kvmd-linux-arm64 dist
+	sh scripts/mkdeb.sh armhf '$(DEB_VERSION)' dist/kvmd-linux-armv7 dist
+	sh scripts/mkdeb.sh amd64 '$(DEB_VERSION)' dist/kvmd-linux-amd64 dist
 
 clean:
 	rm -rf bin dist

@@ -10,6 +10,10 @@
 //     for arm64): it creates its users file, serves /api/info from the
 //     Raspberry Pi 4 fixture tree and /api/log from a real journal file,
 //     refuses a request without credentials, and exits cleanly on SIGTERM.
+//   - the Debian packages of `make deb` (scripts/mkdeb.sh) hold exactly
+//     the expected files, root-owned with fixed modes and mtimes, build
+//     reproducibly and pass lintian (needed, like qemu, under
+//     KVMD_REQUIRE_QEMU=1).
 //
 // The tests build the binaries themselves, with the flags of the
 // Makefile's cross target, so `go test ./...` needs nothing else than Go,

@@ -4,12 +4,14 @@
 # real journal files the log tests and the demo read; and qemu-user, whose
 # qemu-arm and qemu-aarch64 run the ARM builds in make smoke. The tests name
 # the emulator and its CPU (qemu-arm -cpu arm1176), so binfmt registration
-# (qemu-user-binfmt, a recommendation) is left out.
+# (qemu-user-binfmt, a recommendation) is left out. lintian checks the
+# Debian packages of make deb (firmware/deb_test.go).
 set -eu
 need=""
 command -v journalctl >/dev/null 2>&1 || need="$need systemd"
 [ -x /usr/lib/systemd/systemd-journal-remote ] || [ -x /lib/systemd/systemd-journal-remote ] ||
 	need="$need systemd-journal-remote"
+command -v lintian >/dev/null 2>&1 || need="$need lintian"
 { command -v qemu-arm && command -v qemu-aarch64; } >/dev/null 2>&1 || need="$need qemu-user"
 [ -z "$need" ] && exit 0
 echo "installing:$need"
