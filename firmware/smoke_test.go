@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"kvmd/internal/testutil"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -144,7 +144,7 @@ func smoke(t *testing.T, tg target, emu []string, bin string, measure *sync.Mute
 		"[" + stamp(-30*time.Second) + " kvmd.service] --- Zürich → 東京 ✓\r\n"
 
 	// Start, timed from exec to the first HTTP answer, then the idle RSS.
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	base := "http://" + addr
 	measure.Lock()
 	d := start(t, dir, command(emu, bin, "serve", "--listen", addr, "--users", users,
@@ -292,7 +292,7 @@ func TestEmulatedARMv6(t *testing.T) {
 // daemon is a kvmd serve process under qemu.
 type daemon struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer // stdout and stderr
+	out    *testutil.SyncBuffer // stdout and stderr
 	start  time.Time
 	exited chan struct{} // closed when the process has exited
 	err    error         // from Wait, once exited is closed
@@ -300,7 +300,7 @@ type daemon struct {
 
 func start(t *testing.T, dir string, cmd *exec.Cmd) *daemon {
 	t.Helper()
-	d := &daemon{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	d := &daemon{cmd: cmd, out: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "TZ=UTC")
 	cmd.Stdout, cmd.Stderr = d.out, d.out
@@ -358,34 +358,4 @@ func vmRSS(pid int) (int64, error) {
 		return 0, err
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
-}
-
-// freeAddr returns a loopback address with a port that was free.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's writes and the
-// test's reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,11 +1,11 @@
 package httpd
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"kvmd/internal/testutil"
 	"log/slog"
 	"net"
 	"net/http"
@@ -51,26 +51,9 @@ type env struct {
 	srv      *Server
 	base     string // http://127.0.0.1:port
 	sock     string
-	logs     *syncBuffer
+	logs     *testutil.SyncBuffer
 	shutdown func()       // ends Serve now; the cleanup still checks it returned
 	clock    atomic.Int64 // unix nanos; 0: real time
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 var hashes sync.Map // password -> its bcrypt hash, so a rewrite keeps unchanged lines
@@ -105,7 +88,7 @@ func writeUsers(t testing.TB, path string, users map[string]string) {
 
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), logs: &syncBuffer{}}
+	e := &env{t: t, dir: t.TempDir(), logs: &testutil.SyncBuffer{}}
 	log := slog.New(slog.NewTextHandler(e.logs, nil))
 	e.users = filepath.Join(e.dir, "htpasswd")
 	writeUsers(t, e.users, testUsers)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"kvmd/internal/testutil"
 	"net"
 	"net/http"
 	"os"
@@ -508,7 +509,7 @@ func TestFirstbootServe(t *testing.T) {
 		t.Fatal("tls.crt holds no certificate")
 	}
 
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	dm := startDaemon(t, nil, nil, "serve", "--config", filepath.Join(d.etc, "kvmd.yaml"), "--listen", addr)
 	dm.stderr.wait(t, `kvmd listening.*tls=true`)
 	_, port, _ := net.SplitHostPort(addr)

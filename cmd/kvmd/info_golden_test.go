@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"kvmd/internal/testutil"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -30,7 +31,7 @@ func TestInfoGolden(t *testing.T) {
 			if err := fixture.UnpackFile(filepath.Join("..", "..", "board", "testdata", board+".ttar"), root); err != nil {
 				t.Fatal(err)
 			}
-			addr := freeAddr(t)
+			addr := testutil.FreeAddr(t)
 			d := startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr,
 				"--root", root, "--meta", meta, "--extras", filepath.Join(root, "no-extras"), "--access-log=false")
 			d.stderr.wait(t, `kvmd listening`)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"kvmd/internal/testutil"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ func TestLogEndToEnd(t *testing.T) {
 		journaltest.Entry{Time: now.Add(-20 * time.Second), Unit: "sshd.service", Message: "not ours"},
 	)
 	w.Sync()
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	d := startDaemon(t, []string{"TZ=UTC"}, nil, "serve", "--users", users, "--listen", addr, "--journal-dir", dir, "--access-log=false")
 	d.stderr.wait(t, `kvmd listening`)
 	base := "http://" + addr + "/api/log"
@@ -84,7 +85,7 @@ func TestLogEndToEnd(t *testing.T) {
 	}
 
 	// No journal there: 503 with the reason, in the envelope.
-	addr2 := freeAddr(t)
+	addr2 := testutil.FreeAddr(t)
 	d2 := startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr2, "--journal-dir", filepath.Join(dir, "nope"))
 	d2.stderr.wait(t, `kvmd listening`)
 	resp2, err := getLog(t, "http://"+addr2+"/api/log", "admin", "pw")
@@ -102,7 +103,7 @@ func TestLogEndToEnd(t *testing.T) {
 // appended to it, so a follow shows requests as they happen.
 func TestDemoLog(t *testing.T) {
 	journaltest.Require(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	d := startDaemon(t, nil, nil, "serve", "--demo", "--listen", addr)
 	passwd := d.stdout.wait(t, `user admin, password (\S+)`)
 	d.stderr.wait(t, `kvmd listening`)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"kvmd/internal/testutil"
 	"net"
 	"net/http"
 	"os"
@@ -111,7 +112,7 @@ func TestJournalLogging(t *testing.T) {
 	if err := syscall.Fstat(int(ef.Fd()), &st); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	cmd := exec.Command(kvmdBin, "serve", "--users", users, "--listen", addr)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino))
 	cmd.Stderr = ef

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"io"
+	"kvmd/internal/testutil"
 	"net"
 	"net/http"
 	"os"
@@ -123,16 +124,6 @@ func (d *proc) stop(t *testing.T) error {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func get(t *testing.T, client *http.Client, url string, hdr map[string]string) int {
 	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
@@ -162,7 +153,7 @@ func usersFile(t *testing.T, user, passwd string) string {
 }
 
 func TestServeDemo(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	start := time.Now()
 	d := startDaemon(t, nil, nil, "serve", "--demo", "--listen", addr)
 	passwd := d.stdout.wait(t, `user admin, password (\S+)`)
@@ -190,7 +181,7 @@ func TestServeConfigFile(t *testing.T) {
 	sock := filepath.Join(dir, "kvmd.sock")
 	cfg := filepath.Join(dir, "kvmd.yaml")
 	os.WriteFile(cfg, []byte("listen:\n  - unix:"+sock+"\nusers: "+users+"\naccess-log: false\n"), 0o600)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	// The file's unix socket is replaced by the flag's TCP address.
 	d := startDaemon(t, nil, nil, "serve", "--config", cfg, "--listen", addr)
 	d.stderr.wait(t, `kvmd listening.*tcp:`+regexp.QuoteMeta(addr))

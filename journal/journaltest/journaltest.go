@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"kvmd/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,7 +173,7 @@ type Writer struct {
 	path   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr *syncBuffer
+	stderr *testutil.SyncBuffer
 
 	mu   sync.Mutex
 	n    int // entries appended
@@ -185,7 +186,7 @@ type Writer struct {
 func Start(t testing.TB, dir, name string) *Writer {
 	t.Helper()
 	Require(t)
-	w := &Writer{t: t, path: Path(dir, name), stderr: &syncBuffer{}}
+	w := &Writer{t: t, path: Path(dir, name), stderr: &testutil.SyncBuffer{}}
 	w.cmd = remote(w.path)
 	w.cmd.Stderr = w.stderr
 	in, err := w.cmd.StdinPipe()
@@ -216,7 +217,7 @@ func (w *Writer) Append(entries ...Entry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, err := w.stdin.Write(data); err != nil {
-		w.t.Errorf("journaltest: appending to %s: %v (%s)", w.path, err, w.stderr)
+		w.t.Errorf("journaltest: appending to %s: %v (%s)", w.path, err, strings.TrimSpace(w.stderr.String()))
 		return
 	}
 	w.n += len(entries)
@@ -237,7 +238,7 @@ func (w *Writer) Sync() {
 		}
 		select {
 		case <-ctx.Done():
-			w.t.Fatalf("journaltest: %s did not get %d entries in time (%s)", w.path, want, w.stderr)
+			w.t.Fatalf("journaltest: %s did not get %d entries in time (%s)", w.path, want, strings.TrimSpace(w.stderr.String()))
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
@@ -271,7 +272,7 @@ func (w *Writer) Close() {
 		select {
 		case err := <-done:
 			if err != nil {
-				w.t.Errorf("journaltest: %s: %v (%s)", Remote, err, w.stderr)
+				w.t.Errorf("journaltest: %s: %v (%s)", Remote, err, strings.TrimSpace(w.stderr.String()))
 			}
 		case <-time.After(10 * time.Second):
 			w.cmd.Process.Kill()
@@ -279,21 +280,4 @@ func (w *Writer) Close() {
 			w.t.Errorf("journaltest: %s did not exit", Remote)
 		}
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.TrimSpace(s.b.String())
 }
