@@ -8,6 +8,7 @@ package demo
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
@@ -70,6 +71,7 @@ func Start(dir string, now time.Time) (*Journal, error) {
 	j.cmd, j.stdin = cmd, in
 
 	var b bytes.Buffer
+	n := 0
 	prevBoot := newBootID()
 	bootStart := now.Add(-6000 * time.Second)
 	sc := bufio.NewScanner(strings.NewReader(source))
@@ -90,8 +92,18 @@ func Start(dir string, now time.Time) (*Journal, error) {
 			return nil, fmt.Errorf("demo journal source: %q: %w", line, err)
 		}
 		entry(&b, now.Add(-time.Duration(secs)*time.Second), start, boot, unit, strings.ReplaceAll(msg, `\n`, "\n"))
+		n++
 	}
 	if _, err := in.Write(b.Bytes()); err != nil {
+		j.Close()
+		return nil, fmt.Errorf("demo journal: %w: %s", err, stderr.String())
+	}
+	// Return when all of it can be read: a reader that came earlier could
+	// see only the previous boot's entries and take that boot for the
+	// current one.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := export.WaitEntries(ctx, filepath.Join(dir, "demo.journal"), n); err != nil {
 		j.Close()
 		return nil, fmt.Errorf("demo journal: %w: %s", err, stderr.String())
 	}

@@ -7,11 +7,15 @@ package export
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -98,4 +102,38 @@ func Remote() (string, error) {
 		}
 	}
 	return "", ErrNoRemote
+}
+
+var entryObjects = regexp.MustCompile(`(?m)^Entry objects: (\d+)$`)
+
+// EntryCount returns how many entries the journal file at path holds, as
+// its header says (journalctl --header): systemd-journal-remote writes
+// each entry shortly after it is read, so this is how a writer learns
+// that what it sent can be read.
+func EntryCount(ctx context.Context, path string) (int, error) {
+	out, err := exec.CommandContext(ctx, "journalctl", "--file="+path, "--header", "--no-pager").Output()
+	if err != nil {
+		return 0, err
+	}
+	m := entryObjects.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no entry count in the header of %s", path)
+	}
+	return strconv.Atoi(string(m[1]))
+}
+
+// WaitEntries polls the journal file at path every few milliseconds
+// until it holds at least n entries, or ctx ends.
+func WaitEntries(ctx context.Context, path string, n int) error {
+	for {
+		got, err := EntryCount(ctx, path)
+		if err == nil && got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %d of %d entries written (%v)", path, got, n, err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"kvmd/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"kvmd/internal/testutil"
 	jexport "kvmd/journal/export"
 )
 
@@ -232,30 +232,9 @@ func (w *Writer) Sync() {
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for {
-		if n, err := entryCount(ctx, w.path); err == nil && n >= want {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			w.t.Fatalf("journaltest: %s did not get %d entries in time (%s)", w.path, want, strings.TrimSpace(w.stderr.String()))
-		case <-time.After(2 * time.Millisecond):
-		}
+	if err := jexport.WaitEntries(ctx, w.path, want); err != nil {
+		w.t.Fatalf("journaltest: %v (%s)", err, strings.TrimSpace(w.stderr.String()))
 	}
-}
-
-var entryObjects = regexp.MustCompile(`(?m)^Entry objects: (\d+)$`)
-
-func entryCount(ctx context.Context, path string) (int, error) {
-	out, err := exec.CommandContext(ctx, "journalctl", "--file="+path, "--header", "--no-pager").Output()
-	if err != nil {
-		return 0, err
-	}
-	m := entryObjects.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("no entry count in the header of %s", path)
-	}
-	return strconv.Atoi(string(m[1]))
 }
 
 // Close ends the input, which makes systemd-journal-remote finish the
