@@ -3,7 +3,8 @@
 # the package for Raspberry Pi OS (and Debian) machines that run kvmd
 # without the full image: BINARY (the `make cross` build for ARCH: arm64,
 # armhf = GOARM=7, or amd64) as /usr/bin/kvmd, the units and sysusers.d
-# file from systemd/, and the maintainer scripts from scripts/deb/.
+# file from systemd/, the manual page man/kvmd.8, and the maintainer scripts
+# from scripts/deb/.
 #
 # Reproducible: every file root:root (--root-owner-group), 0755 or 0644,
 # with the mtime SOURCE_DATE_EPOCH (default: the commit date of HEAD),
@@ -55,6 +56,11 @@ for u in kvmd.service kvmd.socket kvmd-firstboot.service; do
 done
 put 0644 "$top/systemd/sysusers.d/kvmd.conf" usr/lib/sysusers.d/kvmd.conf
 put 0644 "$top/scripts/deb/lintian-overrides" usr/share/lintian/overrides/kvmd
+# gzip -9 as Debian policy asks; -n keeps the name and time out of the
+# header, so the bytes depend on the page alone.
+mkdir -p "$root/usr/share/man/man8"
+gzip -9n <"$top/man/kvmd.8" >"$root/usr/share/man/man8/kvmd.8.gz"
+chmod 0644 "$root/usr/share/man/man8/kvmd.8.gz"
 
 # The years: the first commit's to SOURCE_DATE_EPOCH's.
 last=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y)
