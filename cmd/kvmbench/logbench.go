@@ -248,6 +248,6 @@ func runLogBench(ctx context.Context, cfg runConfig, procs *children, kvmd, user
 			return nil, err
 		}
 	}
-	logf("follow latency: median %s over %d entries", medianDuration(res.latency).Round(10*time.Microsecond), len(res.latency))
+	logf("follow latency: median %s over %d entries", medianInt(res.latency).Round(10*time.Microsecond), len(res.latency))
 	return res, nil
 }

@@ -3,12 +3,14 @@
 // It measures kvmd against a bare net/http baseline in the same run:
 // closed-loop load over keep-alive connections, several rounds with the
 // scenario order rotated each round, medians over rounds. It also measures
-// start-to-listening time, idle RSS and binary size, and can write the result
-// as BENCHMARKS.md.
+// start-to-listening time, idle RSS and binary size, the same for the ARM
+// builds under qemu-user against a cross-built baseline, and can write the
+// result as BENCHMARKS.md.
 //
 // Usage:
 //
-//	kvmbench run --kvmd PATH [--rounds 5] [--duration 3s] [--conns 4] [--out BENCHMARKS.md]
+//	kvmbench run --kvmd PATH [--rounds 5] [--duration 3s] [--conns 4] [--arm-dir dist] [--out BENCHMARKS.md]
+//	kvmbench run --kvmd PATH --arm-dir dist --only qemu
 //	kvmbench baseline --listen 127.0.0.1:PORT
 package main
 
@@ -20,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -33,7 +36,8 @@ func main() {
 }
 
 const usage = `usage:
-  kvmbench run --kvmd PATH [--rounds N] [--duration D] [--warmup D] [--conns N] [--out FILE]
+  kvmbench run --kvmd PATH [--rounds N] [--duration D] [--warmup D] [--conns N] [--arm-dir DIR] [--out FILE]
+  kvmbench run --kvmd PATH --arm-dir DIR --only qemu
   kvmbench baseline --listen 127.0.0.1:PORT
 `
 
@@ -57,6 +61,7 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		cfg.Self = self
+		cfg.ARMBaselineDir = filepath.Dir(self)
 		if err := run(ctx, cfg, stdout, stderr); err != nil {
 			if ctx.Err() != nil {
 				fmt.Fprintf(stderr, "kvmbench: interrupted; servers stopped, temporary files removed\n")
@@ -109,6 +114,9 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.StringVar(&cfg.Out, "out", "", "also write the report as a markdown file (e.g. BENCHMARKS.md)")
 	fs.IntVar(&cfg.LogEntries, "log-entries", cfg.LogEntries, "journal entries for the /api/log seek rows (0: no log rows)")
 	fs.IntVar(&cfg.LogSamples, "log-samples", cfg.LogSamples, "entries timed through a /api/log follow")
+	fs.StringVar(&cfg.ARMDir, "arm-dir", "", "measure the ARM builds DIR/kvmd-linux-{armv6,armv7,arm64} under qemu-user,\n"+
+		"against kvmbench-linux-ARCH beside this binary (make bench builds both)")
+	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out)`)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -130,6 +138,15 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	}
 	if cfg.Warmup < 0 || cfg.Warmup > time.Minute {
 		bad = append(bad, "--warmup must be 0..1m")
+	}
+	switch cfg.Only {
+	case "":
+	case "qemu":
+		if cfg.ARMDir == "" || cfg.Out != "" {
+			bad = append(bad, "--only qemu needs --arm-dir and does not write --out")
+		}
+	default:
+		bad = append(bad, fmt.Sprintf("--only %q: the only part that runs alone is qemu", cfg.Only))
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "kvmbench run: %s\n%s", strings.Join(bad, "; "), usage)

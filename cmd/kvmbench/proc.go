@@ -160,10 +160,16 @@ const (
 // waitListening polls addr until a GET /api/auth/check gets any HTTP
 // response, and returns the time from c's exec to that response.
 func waitListening(ctx context.Context, c *child, addr string) (time.Duration, error) {
-	req := rawRequest("GET", "/api/auth/check", addr, nil, nil)
-	giveUp := c.started.Add(pollTimeout)
-	for attempt := 0; attempt < int(pollTimeout/pollEvery)+1; attempt++ {
-		if probe(addr, req, giveUp) == nil {
+	return waitAnswer(ctx, c, addr, rawRequest("GET", "/api/auth/check", addr, nil, nil), pollTimeout)
+}
+
+// waitAnswer polls addr with req until it gets any HTTP response, and
+// returns the time from c's exec to that response. It gives up timeout
+// after the exec.
+func waitAnswer(ctx context.Context, c *child, addr string, req []byte, timeout time.Duration) (time.Duration, error) {
+	giveUp := c.started.Add(timeout)
+	for attempt := 0; attempt < int(timeout/pollEvery)+1; attempt++ {
+		if _, err := probe(addr, req, giveUp); err == nil {
 			return time.Since(c.started), nil
 		}
 		if c.exited() {
@@ -179,24 +185,25 @@ func waitListening(ctx context.Context, c *child, addr string) (time.Duration, e
 		}
 	}
 	return 0, fmt.Errorf("%s not answering on %s after %v; last lines of %s:\n%s",
-		c.name, addr, pollTimeout, c.logPath, logTail(c.logPath, 20))
+		c.name, addr, timeout, c.logPath, logTail(c.logPath, 20))
 }
 
-// probe sends one request on a fresh connection and reads the response.
-func probe(addr string, req []byte, deadline time.Time) error {
+// probe sends one request on a fresh connection and returns the status of
+// the response.
+func probe(addr string, req []byte, deadline time.Time) (int, error) {
 	conn, err := net.DialTimeout("tcp", addr, time.Until(deadline))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close()
 	if err := conn.SetDeadline(deadline); err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := conn.Write(req); err != nil {
-		return err
+		return 0, err
 	}
-	_, err = newRespReader(conn).read()
-	return err
+	resp, err := newRespReader(conn).read()
+	return resp.Status, err
 }
 
 // readVmRSS returns the resident set size of process pid in bytes.

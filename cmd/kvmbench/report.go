@@ -53,8 +53,9 @@ type report struct {
 	idleRSSErr       error
 	loadRSSErr       error
 	rows             []*row
-	orders           [][]string // scenario order of each round
-	log              *logResult // nil when the log rows were skipped
+	orders           [][]string    // scenario order of each round
+	log              *logResult    // nil when the log rows were skipped
+	qemu             []*qemuResult // nil when the qemu section was skipped
 }
 
 // reference returns the row r's ratio is against.
@@ -118,7 +119,7 @@ func (rep *report) writeTable(w io.Writer) {
 		}
 		if r.MaxP99 > 0 {
 			targets = append(targets, "p99 < "+fmtLatency(r.MaxP99))
-			if p99 := medianDuration(r.p99); p99 <= 0 || p99 >= r.MaxP99 {
+			if p99 := medianInt(r.p99); p99 <= 0 || p99 >= r.MaxP99 {
 				ok = false
 				misses = append(misses, r.Name+" p99")
 			}
@@ -130,7 +131,7 @@ func (rep *report) writeTable(w io.Writer) {
 			result = fmt.Sprintf("FAIL (%d/%d rounds)", len(r.failures), len(r.failures)+len(r.rps))
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, fmtRPS(med), fmtRatio(rat),
-			fmtLatency(medianDuration(r.p50)), fmtLatency(medianDuration(r.p99)), target, result)
+			fmtLatency(medianInt(r.p50)), fmtLatency(medianInt(r.p99)), target, result)
 	}
 	fmt.Fprintln(w)
 
@@ -147,7 +148,7 @@ func (rep *report) writeTable(w io.Writer) {
 		}
 	}
 	if len(rep.listen) > 0 {
-		med := medianDuration(rep.listen)
+		med := medianInt(rep.listen)
 		ok := med <= targetListen
 		fmt.Fprintf(w, "| start to listening (median of %d, range %s–%s) | %s | ≤ %s | %s |\n", len(rep.listen),
 			fmtLatency(slices.Min(rep.listen)), fmtLatency(slices.Max(rep.listen)),
@@ -161,7 +162,7 @@ func (rep *report) writeTable(w io.Writer) {
 		fmt.Fprintf(w, "| RSS after the load rounds | %s | — | — |\n", fmtMiB(rep.loadRSS))
 	}
 	if l := rep.log; l != nil {
-		k, j := medianDuration(l.kvmd), medianDuration(l.jctl)
+		k, j := medianInt(l.kvmd), medianInt(l.jctl)
 		rat := ratio(float64(k), float64(j))
 		ok := !math.IsNaN(rat) && rat <= targetSeekRatio
 		if !ok {
@@ -169,7 +170,7 @@ func (rep *report) writeTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| log seek, whole boot of %d entries (%d lines sent): kvmd / journalctl alone | %s / %s = %s | ≤ %.1fx | %s |\n",
 			l.entries, l.lines, k.Round(time.Millisecond), j.Round(time.Millisecond), fmtRatio(rat), targetSeekRatio, verdict(true, ok))
-		med, p99 := medianDuration(l.latency), percentile(l.latency, 0.99)
+		med, p99 := medianInt(l.latency), percentile(l.latency, 0.99)
 		ok = med > 0 && med < targetFollowLatency
 		if !ok {
 			misses = append(misses, "follow latency")
@@ -249,6 +250,22 @@ func (rep *report) markdown() []byte {
 	rep.writeTable(&b)
 	fmt.Fprintf(&b, "\n## Rounds (req/s)\n\n")
 	rep.writeRounds(&b)
+	if rep.qemu != nil {
+		fmt.Fprintf(&b, "\n## ARM builds under qemu-user\n\n")
+		fmt.Fprintf(&b, "The ARM release builds (`%s/kvmd-linux-ARCH`, from `make cross`), each run by qemu-user on this machine "+
+			"with the CPU of the oldest board it targets. **This RSS includes qemu-user itself and the code it has translated, "+
+			"so it is not what the device would show**; the native idle RSS row above stays the figure for kvmd. "+
+			"The baseline is `kvmbench baseline`, the bare net/http server of the load rows, cross-built for the same GOARCH and GOARM "+
+			"with the same flags (`kvmbench-linux-ARCH` beside kvmbench) and run under the same emulator and CPU, so kvmd − baseline "+
+			"is about what kvmd adds to the emulator, the Go runtime and net/http, translated code included.\n\n", rep.cfg.ARMDir)
+		fmt.Fprintf(&b, "Each build is started %d times, kvmd and the baseline alternately, each as a fresh process: kvmd as for the rows above "+
+			"(`serve --demo` with the users file from `kvmd user add`, no demo journal), the baseline as `kvmbench baseline`. "+
+			"Each is polled every %s with `GET /api/info` until it answers (exec to first answer), then a `GET /api/info` with Basic "+
+			"credentials has to answer 200 (for kvmd that includes one bcrypt verification, emulated); after %s idle, VmRSS of the "+
+			"qemu process is read from `/proc/PID/status`. Medians, the range over the starts in brackets.\n\n",
+			rep.cfg.Starts, pollEvery, rep.cfg.QemuIdle)
+		writeQemu(&b, rep.qemu)
+	}
 	fmt.Fprintf(&b, "\n## Notes\n\n")
 	fmt.Fprintf(&b, "- The load generator runs on the same machine and shares its %d cores with the server under test, "+
 		"and with the baseline equally, so absolute numbers are lower than a remote client would measure; "+

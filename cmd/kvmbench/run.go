@@ -33,6 +33,11 @@ type runConfig struct {
 	LogEntries int // journal entries for the log seek rows; 0 skips the log rows
 	LogSamples int // follow latency samples
 
+	ARMDir         string        // where kvmd-linux-ARCH are; "" skips the qemu section
+	ARMBaselineDir string        // where kvmbench-linux-ARCH are: beside this binary
+	QemuIdle       time.Duration // idle time under qemu before reading RSS
+	Only           string        // "qemu": only the qemu section, to stdout
+
 	CommandLine string // as typed, for the report
 	ViaMake     bool   // run from a Makefile recipe
 }
@@ -48,6 +53,8 @@ func defaultRunConfig() runConfig {
 
 		LogEntries: 1_000_000,
 		LogSamples: 100,
+
+		QemuIdle: 2 * time.Second,
 	}
 }
 
@@ -165,6 +172,15 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		return err
 	}
 
+	if cfg.Only == "qemu" {
+		results, err := runQemuBench(ctx, cfg, &procs, users, passwd, dir, logf)
+		if err != nil {
+			return err
+		}
+		writeQemu(stdout, results)
+		return qemuFailed(results)
+	}
+
 	// Start-to-listening, on fresh processes.
 	for i := range cfg.Starts {
 		addr, err := freeAddr()
@@ -183,18 +199,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		}
 		rep.listen = append(rep.listen, d)
 	}
-	logf("start to listening: %v (median of %d)", medianDuration(rep.listen).Round(10*time.Microsecond), len(rep.listen))
+	logf("start to listening: %v (median of %d)", medianInt(rep.listen).Round(10*time.Microsecond), len(rep.listen))
 
-	// The two servers under load. kvmd serves the bundled demo board
-	// (--demo with our users file: the Raspberry Pi 4 tree, its GPIO and
-	// capture device faked), so /api/info has real content. --journal-dir
-	// keeps the demo journal out: it would copy every log line into
-	// systemd-journal-remote, a cost of the demo, not of the daemon.
+	// The two servers under load, kvmd on the demo board.
 	kvmdAddr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	srv, err := procs.start("kvmd", kvmd, []string{"serve", "--demo", "--listen", kvmdAddr, "--users", users, "--journal-dir", filepath.Join(dir, "no-journal")}, filepath.Join(dir, "kvmd.log"))
+	srv, err := procs.start("kvmd", kvmd, demoServeArgs(kvmdAddr, users, dir), filepath.Join(dir, "kvmd.log"))
 	if err != nil {
 		return err
 	}
@@ -272,11 +284,17 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if srv.exited() {
 		return srv.exitError()
 	}
+	// What follows has the machine to itself.
+	procs.stop(srv, 3*time.Second)
+	procs.stop(base, 3*time.Second)
 	if cfg.LogEntries > 0 {
-		procs.stop(srv, 3*time.Second)
-		procs.stop(base, 3*time.Second)
 		if rep.log, err = runLogBench(ctx, cfg, &procs, kvmd, users, passwd, dir, logf); err != nil {
 			return fmt.Errorf("log benchmark: %w", err)
+		}
+	}
+	if cfg.ARMDir != "" {
+		if rep.qemu, err = runQemuBench(ctx, cfg, &procs, users, passwd, dir, logf); err != nil {
+			return err
 		}
 	}
 	rep.finished = time.Now()
@@ -291,7 +309,17 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if n := rep.failedRounds(); n > 0 {
 		return fmt.Errorf("%w: %d scenario runs got a wrong status or broke", errRoundsFailed, n)
 	}
-	return nil
+	return qemuFailed(rep.qemu)
+}
+
+// demoServeArgs is how kvmd runs for the info rows and the idle RSS, native
+// and under qemu: serving the bundled demo board (--demo with our users
+// file: the Raspberry Pi 4 tree, its GPIO and capture device faked), so
+// /api/info has real content. --journal-dir keeps the demo journal out: it
+// would copy every log line into systemd-journal-remote, a cost of the
+// demo, not of the daemon.
+func demoServeArgs(addr, users, dir string) []string {
+	return []string{"serve", "--demo", "--listen", addr, "--users", users, "--journal-dir", filepath.Join(dir, "no-journal")}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

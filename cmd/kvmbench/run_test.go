@@ -46,7 +46,8 @@ func fakeMain(args []string) int {
 }
 
 // fakeKVMD implements just enough of kvmd's command line and auth API for
-// the driver: `user add NAME --users FILE` and `serve --listen A --users FILE`.
+// the driver: `user add NAME --users FILE` and `serve --listen A --users FILE`
+// (other flags ignored).
 // It stores the password in plain text; it is a stand-in, not kvmd.
 func fakeKVMD(ctx context.Context, args []string) error {
 	flagValue := func(name string) string {
@@ -103,7 +104,13 @@ func fakeKVMD(ctx context.Context, args []string) error {
 			fmt.Fprint(w, baselineBody)
 		})
 		mux.HandleFunc("GET /api/info", func(w http.ResponseWriter, r *http.Request) {
-			if c, err := r.Cookie("auth_token"); err != nil || c.Value != token || broken == "info" {
+			u, p, basic := r.BasicAuth()
+			c, err := r.Cookie("auth_token")
+			if err != nil && !basic {
+				http.Error(w, `{"ok":false}`, http.StatusUnauthorized)
+				return
+			}
+			if ok := basic && u == user && p == passwd || err == nil && c.Value == token; !ok || broken == "info" {
 				http.Error(w, `{"ok":false,"result":{"error":"ForbiddenError"}}`, http.StatusForbidden)
 				return
 			}
@@ -139,6 +146,7 @@ func testRunConfig(t *testing.T) runConfig {
 func TestRunEndToEnd(t *testing.T) {
 	cfg := testRunConfig(t)
 	cfg.Out = filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	cfg.ARMDir = t.TempDir() // no builds there: the section says so (TestRunOnlyQemu runs them)
 	var stdout, stderr strings.Builder
 	if err := run(context.Background(), cfg, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -156,7 +164,8 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, baseline-info, info, baseline |", "shares its"} {
+	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, baseline-info, info, baseline |", "shares its",
+		"## ARM builds under qemu-user", "includes qemu-user itself", "- armv6 (`qemu-arm -cpu arm1176`): not measured: "} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, md)
 		}

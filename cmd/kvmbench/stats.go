@@ -83,15 +83,17 @@ func median(xs []float64) float64 {
 	return (s[m-1] + s[m]) / 2
 }
 
-func medianDuration(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
+// medianInt returns the median of integer samples (durations, byte counts),
+// rounded to the nearest integer, or 0 when there are none.
+func medianInt[T ~int64](xs []T) T {
+	if len(xs) == 0 {
 		return 0
 	}
-	xs := make([]float64, len(ds))
-	for i, d := range ds {
-		xs[i] = float64(d)
+	fs := make([]float64, len(xs))
+	for i, x := range xs {
+		fs[i] = float64(x)
 	}
-	return time.Duration(math.Round(median(xs)))
+	return T(math.Round(median(fs)))
 }
 
 // ratio returns a/b, or NaN when either is unknown or b is not positive.

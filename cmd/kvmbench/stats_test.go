@@ -30,8 +30,11 @@ func TestMedian(t *testing.T) {
 	if got := median(nil); !math.IsNaN(got) {
 		t.Errorf("median(nil) = %v, want NaN", got)
 	}
-	if got := medianDuration([]time.Duration{3, 1, 2, 10}); got != 3 { // (2+3)/2 = 2.5, rounded
-		t.Errorf("medianDuration = %v, want 3ns", got)
+	if got := medianInt([]time.Duration{3, 1, 2, 10}); got != 3 { // (2+3)/2 = 2.5, rounded
+		t.Errorf("medianInt = %v, want 3ns", got)
+	}
+	if got := medianInt([]int64{46 << 20, 45 << 20, 47 << 20}); got != 46<<20 {
+		t.Errorf("medianInt of byte counts = %d, want %d", got, 46<<20)
 	}
 }
 
