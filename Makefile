@@ -28,7 +28,7 @@ FUZZ_TARGETS := \
 	FuzzUnpack:./internal/fixture/ \
 	FuzzParseEntry:./journal/
 
-.PHONY: all build deps run test unit race smoke fuzz lint bench cross deb clean
+.PHONY: all build deps run test unit race smoke fuzz lint bench cross deb buildroot-check clean
 all: build
 
 build:
@@ -73,16 +73,22 @@ fuzz:
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+SHELL_SCRIPTS = .ci/run $(wildcard scripts/*.sh scripts/deb/post* scripts/deb/pre* buildroot/board/kvmd/*/*.sh)
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=6 $(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
+	shellcheck $(SHELL_SCRIPTS)
 
-## bench: build, then measure against a bare net/http baseline; writes BENCHMARKS.md.
-bench: deps build
+## bench: build and cross-build, then measure against a bare net/http baseline, natively and the ARM
+## builds under qemu-user against the baseline cross-built; writes BENCHMARKS.md.
+bench: deps build cross
 	$(GO) build -o bin/kvmbench ./cmd/kvmbench
-	./bin/kvmbench run --kvmd bin/kvmd --out BENCHMARKS.md
+	GOARCH=arm64 $(CROSS) -o bin/kvmbench-linux-arm64 ./cmd/kvmbench
+	GOARCH=arm GOARM=7 $(CROSS) -o bin/kvmbench-linux-armv7 ./cmd/kvmbench
+	GOARCH=arm GOARM=6 $(CROSS) -o bin/kvmbench-linux-armv6 ./cmd/kvmbench
+	./bin/kvmbench run --kvmd bin/kvmd --arm-dir dist --out BENCHMARKS.md
 
 ## cross: static, stripped, reproducible binaries for the Pi boards and amd64.
 ## arm64: Pi 3, 4, 5, Zero 2 W on a 64-bit OS; armv7: Pi 2 onwards on a 32-bit OS; armv6: Pi 1,
@@ -107,6 +113,12 @@ deb: cross
 	sh scripts/mkdeb.sh arm64 '$(DEB_VERSION)' dist/kvmd-linux-arm64 dist
 	sh scripts/mkdeb.sh armhf '$(DEB_VERSION)' dist/kvmd-linux-armv7 dist
 	sh scripts/mkdeb.sh amd64 '$(DEB_VERSION)' dist/kvmd-linux-amd64 dist
+
+## buildroot-check: the BR2_EXTERNAL tree in buildroot/, checked statically (cmd/brcheck; make test
+## runs the same checks). BUILDROOT=DIR, a Buildroot source tree of the release in
+## buildroot/BUILDROOT_VERSION, also checks every option the defconfigs set against it.
+buildroot-check:
+	$(GO) run ./cmd/brcheck $(if $(BUILDROOT),-buildroot '$(BUILDROOT)') buildroot
 
 clean:
 	rm -rf bin dist

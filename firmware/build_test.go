@@ -6,8 +6,6 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kvmd/internal/testutil"
 )
 
 // target is one binary of `make cross`.
@@ -124,6 +124,18 @@ func (b *binaries) get(t testing.TB, tg target) string {
 	return e.path
 }
 
+// dynamicHeaders returns the program headers of a dynamically linked
+// executable (an interpreter, a dynamic section) f has.
+func dynamicHeaders(f *elf.File) []elf.ProgType {
+	var hs []elf.ProgType
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			hs = append(hs, p.Type)
+		}
+	}
+	return hs
+}
+
 // TestCrossBinaries checks what the builds are: static, stripped, for
 // the right machine, without a build ID, and small enough.
 func TestCrossBinaries(t *testing.T) {
@@ -140,10 +152,8 @@ func TestCrossBinaries(t *testing.T) {
 			if f.Class != tg.class || f.Machine != tg.machine || f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
 				t.Errorf("ELF %v %v %v, want %v %v for Linux", f.Class, f.Machine, f.OSABI, tg.class, tg.machine)
 			}
-			for _, p := range f.Progs {
-				if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-					t.Errorf("has a %v program header: dynamically linked", p.Type)
-				}
+			for _, h := range dynamicHeaders(f) {
+				t.Errorf("has a %v program header: dynamically linked", h)
 			}
 			for _, s := range f.Sections {
 				switch {
@@ -219,7 +229,7 @@ func goBuildID(t *testing.T, s *elf.Section, order binary.ByteOrder) string {
 // build does not slow the emulated starts that TestSmoke times.
 func TestReproducible(t *testing.T) {
 	copyDir := filepath.Join(t.TempDir(), "elsewhere", "src", "kvmd")
-	if err := copyTree(moduleRoot, copyDir); err != nil {
+	if err := testutil.CopyTree(moduleRoot, copyDir, ".git", "bin", "dist"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tg := range targets {
@@ -254,53 +264,4 @@ func TestReproducible(t *testing.T) {
 			}
 		})
 	}
-}
-
-// copyTree copies the module's source tree from src to dst, leaving out
-// version control and build outputs.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		switch rel {
-		case ".git", "bin", "dist":
-			return filepath.SkipDir
-		}
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, to)
-		case d.Type().IsRegular():
-			return copyFile(path, to)
-		}
-		return nil // sockets and such are no source
-	})
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -14,6 +14,12 @@
 //     the expected files, root-owned with fixed modes and mtimes, build
 //     reproducibly and pass lintian (needed, like qemu, under
 //     KVMD_REQUIRE_QEMU=1).
+//   - the Buildroot tree (buildroot/): kvmd built as its kvmd.mk has
+//     Buildroot build it (vendored, -mod=vendor, GOPROXY=off) runs under
+//     qemu on an ARM1176; the post-image script makes a real SD card image
+//     with genimage from each board's files; the post-build script's
+//     links; each board's config.txt enables the USB device port and the
+//     HDMI capture bridge. (internal/brcheck checks the tree statically.)
 //
 // The tests build the binaries themselves, with the flags of the
 // Makefile's cross target, so `go test ./...` needs nothing else than Go,

@@ -74,11 +74,13 @@ function enc(b) {
 	return sprintf("\\x%02x", b)
 }
 '
+# shellcheck disable=SC2016 # an awk program: its $ are awk's
 AWK_ESCAPE="$AWK_HEX"'
 { for (i = 1; i <= NF; i++) printf "%s", enc(hex[$i]) }
 '
 # Content: counts bytes and lines, then prints the Size and Lines headers
 # and the escaped lines.
+# shellcheck disable=SC2016 # likewise
 AWK_CONTENT="$AWK_HEX"'
 {
 	for (i = 1; i <= NF; i++) {

@@ -5,13 +5,24 @@
 # qemu-arm and qemu-aarch64 run the ARM builds in make smoke. The tests name
 # the emulator and its CPU (qemu-arm -cpu arm1176), so binfmt registration
 # (qemu-user-binfmt, a recommendation) is left out. lintian checks the
-# Debian packages of make deb (firmware/deb_test.go).
+# Debian packages of make deb (firmware/deb_test.go); mandoc and groff (of
+# groff-base, which man uses) lint the manual page (cmd/kvmd/man_test.go).
+# genimage, dosfstools, mtools and fdisk (sfdisk) build and read the SD card
+# image of the Buildroot tree's post-image script (firmware/image_test.go);
+# The linter shellcheck checks the shell scripts (make lint).
 set -eu
 need=""
 command -v journalctl >/dev/null 2>&1 || need="$need systemd"
 [ -x /usr/lib/systemd/systemd-journal-remote ] || [ -x /lib/systemd/systemd-journal-remote ] ||
 	need="$need systemd-journal-remote"
 command -v lintian >/dev/null 2>&1 || need="$need lintian"
+command -v mandoc >/dev/null 2>&1 || need="$need mandoc"
+command -v groff >/dev/null 2>&1 || need="$need groff-base"
+command -v genimage >/dev/null 2>&1 || need="$need genimage"
+command -v mkfs.vfat >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.vfat ] || need="$need dosfstools"
+command -v mcopy >/dev/null 2>&1 || need="$need mtools"
+command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || need="$need fdisk"
+command -v shellcheck >/dev/null 2>&1 || need="$need shellcheck"
 { command -v qemu-arm && command -v qemu-aarch64; } >/dev/null 2>&1 || need="$need qemu-user"
 [ -z "$need" ] && exit 0
 echo "installing:$need"
