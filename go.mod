@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/GehirnInc/crypt v0.0.0-20230320061759-8cc1b52080c5
 	github.com/boombuler/barcode v1.1.0
+	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
+	github.com/chromedp/chromedp v0.14.2
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/pquerna/otp v1.5.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -15,4 +17,11 @@ require (
 	periph.io/x/host/v3 v3.8.5
 )
 
-require github.com/jonboulle/clockwork v0.4.0 // indirect
+require (
+	github.com/chromedp/sysutil v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20250725192818-e39067aee2d2 // indirect
+	github.com/gobwas/httphead v0.1.0 // indirect
+	github.com/gobwas/pool v0.2.1 // indirect
+	github.com/gobwas/ws v1.4.0 // indirect
+	github.com/jonboulle/clockwork v0.4.0 // indirect
+)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // connInfo is what the server knows of a connection beyond its address.
@@ -159,6 +160,27 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, tlsConf *tls.Con
 			return ctx
 		},
 	}
+	// Connections that have not sent a whole request yet (browsers open
+	// some ahead of need) would hold Shutdown for 5 s, after which net/http
+	// takes them for idle: close them as soon as the listeners are.
+	var mu sync.Mutex
+	fresh := map[net.Conn]bool{}
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		if st == http.StateNew {
+			fresh[c] = true
+		} else {
+			delete(fresh, c)
+		}
+	}
+	srv.RegisterOnShutdown(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range fresh {
+			c.Close()
+		}
+	})
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
 		l := &listener{Listener: ln, peer: s.cfg.PeerAuth}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"kvmd/internal/testutil"
 	"log/slog"
 	"net"
@@ -39,6 +40,7 @@ type envOpts struct {
 	extraRoutes     func(s *Server)
 	limiterFreeFail int
 	log             LogSource
+	ui              fs.FS
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -117,11 +119,15 @@ func newEnv(t *testing.T, o envOpts) *env {
 		}
 		return time.Now()
 	}
-	e.srv = New(Config{
-		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log,
+	srv, err := New(Config{
+		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui,
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = srv
 	if o.extraRoutes != nil {
 		o.extraRoutes(e.srv)
 	}

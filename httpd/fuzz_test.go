@@ -133,7 +133,11 @@ func newFuzzServer(tb testing.TB) (*Server, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return New(Config{Auth: a, Log: log}), token
+	s, err := New(Config{Auth: a, Log: log})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, token
 }
 
 // statusNames are the answers authentication may give, by status.

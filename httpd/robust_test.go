@@ -3,6 +3,7 @@ package httpd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -747,7 +748,10 @@ func (c *tapConn) Write(p []byte) (int, error) {
 // (else clients get plain text), and no reply of a handler may be (else
 // it would be replaced).
 func TestStdError(t *testing.T) {
-	s := New(Config{})
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Handlers whose replies look as much as they can like net/http's.
 	s.handle("GET", "/lookalike", func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -975,5 +979,44 @@ func TestConcurrentMixed(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("after the storm a request took %v", d)
+	}
+}
+
+// A connection that never sends a request (browsers open them ahead of
+// need) does not hold up the shutdown: net/http alone would wait 5 s.
+func TestShutdownFreshConn(t *testing.T) {
+	s, err := New(Config{ShutdownTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, []net.Listener{ln}, nil) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(100 * time.Millisecond) // for the server to accept it
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return within 5 s")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("shutdown took %v with a new idle connection open", took)
+	}
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("the fresh connection is still open")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -31,6 +32,9 @@ type Config struct {
 	// LogSource, when set, serves GET /api/log; without it the endpoint
 	// answers LogReaderDisabledError, as kvmd does.
 	LogSource LogSource
+	// UI, when set, is the web UI's files (package web): its pages at /,
+	// /logs and /login, its other files under /static/.
+	UI fs.FS
 
 	MaxBody           int64         // default 4 KiB
 	ReadHeaderTimeout time.Duration // default 10 s
@@ -52,12 +56,14 @@ type route struct {
 type Server struct {
 	cfg      Config
 	routes   map[string]*route
+	ui       map[string]*uiFile
 	done     chan struct{}
 	doneOnce sync.Once
 }
 
-// New returns a Server with the authentication endpoints registered.
-func New(cfg Config) *Server {
+// New returns a Server with the authentication endpoints registered. Its
+// error is for a Config.UI that cannot be read or lacks a page.
+func New(cfg Config) (*Server, error) {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 4 << 10
 	}
@@ -84,7 +90,14 @@ func New(cfg Config) *Server {
 		s.Handle("GET", "/info", s.info)
 	}
 	s.Handle("GET", "/log", s.log)
-	return s
+	if cfg.UI != nil {
+		ui, err := loadUI(cfg.UI)
+		if err != nil {
+			return nil, err
+		}
+		s.ui = ui
+	}
+	return s, nil
 }
 
 // Handle registers h for method and path. path is given without the /api
@@ -164,6 +177,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	path := r.URL.Path
 	if path == "/api" || strings.HasPrefix(path, "/api/") {
 		path = path[len("/api"):]
+	} else if f, public := s.uiRoute(path); f != nil {
+		return s.serveUI(w, r, f, public, id)
 	}
 	rt := s.routes[path]
 	if rt == nil {

@@ -9,7 +9,8 @@
 # groff-base, which man uses) lint the manual page (cmd/kvmd/man_test.go).
 # genimage, dosfstools, mtools and fdisk (sfdisk) build and read the SD card
 # image of the Buildroot tree's post-image script (firmware/image_test.go);
-# The linter shellcheck checks the shell scripts (make lint).
+# The linter shellcheck checks the shell scripts (make lint). chromium runs
+# the web UI's browser tests (cmd/kvmd/web_e2e_test.go).
 set -eu
 need=""
 command -v journalctl >/dev/null 2>&1 || need="$need systemd"
@@ -23,6 +24,7 @@ command -v mkfs.vfat >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.vfat ] || need="$nee
 command -v mcopy >/dev/null 2>&1 || need="$need mtools"
 command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || need="$need fdisk"
 command -v shellcheck >/dev/null 2>&1 || need="$need shellcheck"
+command -v chromium >/dev/null 2>&1 || need="$need chromium"
 { command -v qemu-arm && command -v qemu-aarch64; } >/dev/null 2>&1 || need="$need qemu-user"
 [ -z "$need" ] && exit 0
 echo "installing:$need"

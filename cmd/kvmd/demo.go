@@ -62,6 +62,7 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (d *demo, err er
 			if cfg.TLSCert != "" {
 				scheme, k = "https", "-k "
 			}
+			fmt.Fprintf(stdout, "  open %s://%s/ in a browser, or\n", scheme, addr)
 			fmt.Fprintf(stdout, "  try: curl %s-u admin:%s %s://%s/api/auth/check\n", k, passwd, scheme, addr)
 			fmt.Fprintf(stdout, "       curl %s-u admin:%s '%s://%s/api/info?fields=hw'\n", k, passwd, scheme, addr)
 		}

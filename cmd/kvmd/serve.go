@@ -23,6 +23,7 @@ import (
 	"kvmd/hw"
 	"kvmd/info"
 	"kvmd/journal"
+	"kvmd/web"
 )
 
 // serve runs the daemon until ctx ends.
@@ -76,11 +77,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		LogSource: logSource{jr},
 		Log:       log.With("component", "http"),
 		PeerAuth:  peer,
+		UI:        web.FS(),
 	}
 	if cfg.AccessLog {
 		hcfg.AccessLog = hcfg.Log
 	}
-	srv := httpd.New(hcfg)
+	srv, err := httpd.New(hcfg)
+	if err != nil {
+		return err
+	}
 
 	var tlsConf *tls.Config
 	if cfg.TLSCert != "" {

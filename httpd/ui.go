@@ -1,0 +1,133 @@
+package httpd
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+)
+
+// pageCSP is the Content-Security-Policy of the web UI's pages and files:
+// scripts, styles and images from the device only, requests to it only,
+// nothing inline, never framed.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// The web UI's pages: path → file in Config.UI. All but the login page
+// need a session; a browser without one is sent to the login page.
+var uiPages = map[string]struct {
+	file   string
+	public bool
+}{
+	"/":      {file: "index.html"},
+	"/logs":  {file: "logs.html"},
+	"/login": {file: "login.html", public: true},
+}
+
+// uiStatic is the prefix of the UI's other files (scripts, styles): they
+// hold nothing secret and the login page needs them, so they are public.
+const uiStatic = "/static/"
+
+// uiFile is one file of the UI, read once at start (they are embedded in
+// the binary and small).
+type uiFile struct {
+	data  []byte
+	etag  string
+	ctype string
+}
+
+// loadUI reads every file of fsys.
+func loadUI(fsys fs.FS) (map[string]*uiFile, error) {
+	files := map[string]*uiFile{}
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		ctype := mime.TypeByExtension(path.Ext(p))
+		if ctype == "" {
+			ctype = http.DetectContentType(data)
+		}
+		files[p] = &uiFile{data: data, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, ctype: ctype}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("httpd: reading the web UI: %w", err)
+	}
+	for _, pg := range uiPages {
+		if files[pg.file] == nil {
+			return nil, fmt.Errorf("httpd: the web UI has no %s", pg.file)
+		}
+	}
+	return files, nil
+}
+
+// uiRoute returns the UI file for a request path outside /api, and
+// whether it needs a session; nil when the path is not the UI's.
+func (s *Server) uiRoute(p string) (f *uiFile, public bool) {
+	if s.ui == nil {
+		return nil, false
+	}
+	if pg, ok := uiPages[p]; ok {
+		return s.ui[pg.file], pg.public
+	}
+	if name, ok := strings.CutPrefix(p, uiStatic); ok {
+		if _, page := pageFiles[name]; !page {
+			return s.ui[name], true
+		}
+	}
+	return nil, false
+}
+
+// pageFiles are served only at their pages' paths, where the session
+// check is, never as static files.
+var pageFiles = func() map[string]bool {
+	m := map[string]bool{}
+	for _, pg := range uiPages {
+		m[pg.file] = true
+	}
+	return m
+}()
+
+// serveUI answers a request for a UI file: GET and HEAD only; a page that
+// needs a session, asked for without a valid one, redirects to the login
+// page with the path to return to (and expired=1 when the request came
+// with a session cookie that is no longer valid).
+func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, f *uiFile, public bool, id *Identity) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return methodNotAllowed("GET, HEAD")
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", pageCSP)
+	if !public {
+		who, err := s.authenticate(r)
+		*id = who
+		if err != nil {
+			q := url.Values{"next": {r.URL.RequestURI()}}
+			if _, present, _ := sessionToken(r); present {
+				q.Set("expired", "1")
+			}
+			h.Set("Location", "/login?"+q.Encode())
+			w.WriteHeader(http.StatusFound)
+			return nil
+		}
+	} else {
+		// Public files may be revalidated rather than fetched again.
+		h.Set("Cache-Control", "no-cache")
+		h.Set("ETag", f.etag)
+	}
+	h.Set("Content-Type", f.ctype)
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.data))
+	return nil
+}
