@@ -5,12 +5,14 @@
 // scenario order rotated each round, medians over rounds. It also measures
 // start-to-listening time, idle RSS and binary size, the same for the ARM
 // builds under qemu-user against a cross-built baseline, and can write the
-// result as BENCHMARKS.md.
+// result as BENCHMARKS.md. With Chromium it also times the loads of the
+// web UI's pages against a bare page from the baseline server.
 //
 // Usage:
 //
-//	kvmbench run --kvmd PATH [--rounds 5] [--duration 3s] [--conns 4] [--arm-dir dist] [--out BENCHMARKS.md]
+//	kvmbench run --kvmd PATH [--rounds 5] [--duration 3s] [--conns 4] [--ui-loads 20] [--arm-dir dist] [--out BENCHMARKS.md]
 //	kvmbench run --kvmd PATH --arm-dir dist --only qemu
+//	kvmbench run --kvmd PATH [--ui-loads 20] --only ui
 //	kvmbench baseline --listen 127.0.0.1:PORT
 package main
 
@@ -36,8 +38,9 @@ func main() {
 }
 
 const usage = `usage:
-  kvmbench run --kvmd PATH [--rounds N] [--duration D] [--warmup D] [--conns N] [--arm-dir DIR] [--out FILE]
+  kvmbench run --kvmd PATH [--rounds N] [--duration D] [--warmup D] [--conns N] [--ui-loads N] [--arm-dir DIR] [--out FILE]
   kvmbench run --kvmd PATH --arm-dir DIR --only qemu
+  kvmbench run --kvmd PATH [--ui-loads N] --only ui
   kvmbench baseline --listen 127.0.0.1:PORT
 `
 
@@ -116,7 +119,9 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.LogSamples, "log-samples", cfg.LogSamples, "entries timed through a /api/log follow")
 	fs.StringVar(&cfg.ARMDir, "arm-dir", "", "measure the ARM builds DIR/kvmd-linux-{armv6,armv7,arm64} under qemu-user,\n"+
 		"against kvmbench-linux-ARCH beside this binary (make bench builds both)")
-	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out)`)
+	fs.IntVar(&cfg.UILoads, "ui-loads", cfg.UILoads, "counted loads of each web UI page in headless Chromium (0: no web UI rows)")
+	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out);`+"\n"+
+		`"ui": only the web UI page loads (no --out)`)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -139,14 +144,21 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	if cfg.Warmup < 0 || cfg.Warmup > time.Minute {
 		bad = append(bad, "--warmup must be 0..1m")
 	}
+	if cfg.UILoads < 0 || cfg.UILoads > 1000 {
+		bad = append(bad, "--ui-loads must be 0..1000")
+	}
 	switch cfg.Only {
 	case "":
 	case "qemu":
 		if cfg.ARMDir == "" || cfg.Out != "" {
 			bad = append(bad, "--only qemu needs --arm-dir and does not write --out")
 		}
+	case "ui":
+		if cfg.UILoads == 0 || cfg.Out != "" {
+			bad = append(bad, "--only ui needs --ui-loads above 0 and does not write --out")
+		}
 	default:
-		bad = append(bad, fmt.Sprintf("--only %q: the only part that runs alone is qemu", cfg.Only))
+		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu and ui", cfg.Only))
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "kvmbench run: %s\n%s", strings.Join(bad, "; "), usage)

@@ -91,7 +91,7 @@ func runQemuBench(ctx context.Context, cfg runConfig, procs *children, users, pa
 			args func(addr string) []string
 			runs *qemuRuns
 		}{
-			{"kvmd", r.kvmd, func(addr string) []string { return demoServeArgs(addr, users, dir) }, &r.kvmdRuns},
+			{"kvmd", r.kvmd, func(addr string) []string { return demoServeArgs(addr, users, filepath.Join(dir, "no-journal")) }, &r.kvmdRuns},
 			{"baseline", r.baseline, func(addr string) []string { return []string{"baseline", "--listen", addr} }, &r.baseRuns},
 		}
 	starts:

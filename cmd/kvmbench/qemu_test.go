@@ -81,6 +81,11 @@ func TestParseOnlyFlag(t *testing.T) {
 		{[]string{"--kvmd", "k", "--only", "qemu"}, false},                                       // nothing to measure
 		{[]string{"--kvmd", "k", "--arm-dir", "dist", "--only", "qemu", "--out", "B.md"}, false}, // a partial BENCHMARKS.md
 		{[]string{"--kvmd", "k", "--arm-dir", "dist", "--only", "info"}, false},
+		{[]string{"--kvmd", "k", "--only", "ui"}, true},
+		{[]string{"--kvmd", "k", "--only", "ui", "--ui-loads", "5"}, true},
+		{[]string{"--kvmd", "k", "--only", "ui", "--out", "B.md"}, false},   // a partial BENCHMARKS.md
+		{[]string{"--kvmd", "k", "--only", "ui", "--ui-loads", "0"}, false}, // nothing to measure
+		{[]string{"--kvmd", "k", "--ui-loads", "-1"}, false},
 	}
 	for _, tt := range tests {
 		_, err := parseRunFlags(tt.args, io.Discard)

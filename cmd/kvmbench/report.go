@@ -55,6 +55,7 @@ type report struct {
 	rows             []*row
 	orders           [][]string    // scenario order of each round
 	log              *logResult    // nil when the log rows were skipped
+	ui               *uiResult     // nil when the web UI rows were skipped
 	qemu             []*qemuResult // nil when the qemu section was skipped
 }
 
@@ -250,6 +251,26 @@ func (rep *report) markdown() []byte {
 	rep.writeTable(&b)
 	fmt.Fprintf(&b, "\n## Rounds (req/s)\n\n")
 	rep.writeRounds(&b)
+	if rep.ui != nil {
+		fmt.Fprintf(&b, "\n## Web UI page loads\n\n")
+		if rep.ui.skip == "" {
+			fmt.Fprintf(&b, "Each page of kvmd's web UI and the baseline's bare page is loaded %d times (after %d uncounted loads of each) in one tab of headless Chromium, "+
+				"the pages in turn, their order rotated each time; every load is a fresh navigation from `about:blank` with the browser's HTTP cache disabled "+
+				"(DevTools `Network.setCacheDisabled`), so the page and every file it uses are fetched again, over the connections the browser keeps open. "+
+				"**load** is Navigation Timing's `loadEventEnd`: from navigation start until the page and its stylesheet, scripts and images are fetched and run. "+
+				"**ready** is from navigation start until the page sets `data-ready=\"1\"` on its body, once its first data is rendered "+
+				"(the dashboard after its first `/api/info`, the logs page after the first lines of its `/api/log` follow or 1 s after the headers if none come, "+
+				"the login page once its form is wired), noted in the page by a MutationObserver with `performance.now()` (Chromium's clock, 0.1 ms resolution), not by polling. "+
+				"kvmd runs as for the `info` row (`serve --demo` with the users file); the session cookie from one `POST /api/auth/login` is set in the browser beforehand, "+
+				"so each load is the page itself (a load that ends at another path fails the run). "+
+				"`baseline` is `kvmbench baseline` serving a fixed page at `%s`: %d bytes of HTML, a %d-byte stylesheet and a %d-byte module script (padded with comments) "+
+				"that fetches `/api/info`, answered with kvmd's bytes as for `baseline-info`, renders it and sets `data-ready`; no session check, no security headers. "+
+				"Requests and body bytes are those the page had finished when measured (Resource Timing; the logs page's open stream is not among them). "+
+				"Browser, kvmd and baseline share the machine's %d cores over loopback: the server's and the browser's own cost, no network. The target applies to the median load.\n\n",
+				rep.ui.loads, uiWarmup, basePagePath, len(basePageFiles[basePagePath].body), len(basePageFiles["/page.css"].body), len(basePageFiles["/page.js"].body), m.nproc)
+		}
+		writeUI(&b, rep.ui)
+	}
 	if rep.qemu != nil {
 		fmt.Fprintf(&b, "\n## ARM builds under qemu-user\n\n")
 		fmt.Fprintf(&b, "The ARM release builds (`%s/kvmd-linux-ARCH`, from `make cross`), each run by qemu-user on this machine "+

@@ -33,10 +33,12 @@ type runConfig struct {
 	LogEntries int // journal entries for the log seek rows; 0 skips the log rows
 	LogSamples int // follow latency samples
 
+	UILoads int // counted loads of each web UI page; 0 skips the web UI rows
+
 	ARMDir         string        // where kvmd-linux-ARCH are; "" skips the qemu section
 	ARMBaselineDir string        // where kvmbench-linux-ARCH are: beside this binary
 	QemuIdle       time.Duration // idle time under qemu before reading RSS
-	Only           string        // "qemu": only the qemu section, to stdout
+	Only           string        // "qemu", "ui": only that section, to stdout
 
 	CommandLine string // as typed, for the report
 	ViaMake     bool   // run from a Makefile recipe
@@ -53,6 +55,8 @@ func defaultRunConfig() runConfig {
 
 		LogEntries: 1_000_000,
 		LogSamples: 100,
+
+		UILoads: 20,
 
 		QemuIdle: 2 * time.Second,
 	}
@@ -172,13 +176,21 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		return err
 	}
 
-	if cfg.Only == "qemu" {
+	switch cfg.Only {
+	case "qemu":
 		results, err := runQemuBench(ctx, cfg, &procs, users, passwd, dir, logf)
 		if err != nil {
 			return err
 		}
 		writeQemu(stdout, results)
 		return qemuFailed(results)
+	case "ui":
+		res, err := runUIBench(ctx, cfg, &procs, kvmd, users, passwd, dir, logf)
+		if err != nil {
+			return err
+		}
+		writeUI(stdout, res)
+		return res.failure()
 	}
 
 	// Start-to-listening, on fresh processes.
@@ -206,7 +218,7 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	srv, err := procs.start("kvmd", kvmd, demoServeArgs(kvmdAddr, users, dir), filepath.Join(dir, "kvmd.log"))
+	srv, err := procs.start("kvmd", kvmd, demoServeArgs(kvmdAddr, users, filepath.Join(dir, "no-journal")), filepath.Join(dir, "kvmd.log"))
 	if err != nil {
 		return err
 	}
@@ -227,23 +239,8 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		return fmt.Errorf("%w; last lines of %s:\n%s", err, srv.logPath, logTail(srv.logPath, 20))
 	}
 
-	infoBody, err := fetch(ctx, kvmdAddr, "/api/info", token)
+	base, baseAddr, err := startBaseline(ctx, cfg, &procs, kvmdAddr, token, dir, "baseline")
 	if err != nil {
-		return err
-	}
-	infoFile := filepath.Join(dir, "info.json")
-	if err := os.WriteFile(infoFile, infoBody, 0o600); err != nil {
-		return err
-	}
-	baseAddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	base, err := procs.start("baseline", cfg.Self, []string{"baseline", "--listen", baseAddr, "--info-body", infoFile}, filepath.Join(dir, "baseline.log"))
-	if err != nil {
-		return err
-	}
-	if _, err := waitListening(ctx, base, baseAddr); err != nil {
 		return err
 	}
 
@@ -292,6 +289,11 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 			return fmt.Errorf("log benchmark: %w", err)
 		}
 	}
+	if cfg.UILoads > 0 {
+		if rep.ui, err = runUIBench(ctx, cfg, &procs, kvmd, users, passwd, dir, logf); err != nil {
+			return fmt.Errorf("web UI: %w", err)
+		}
+	}
 	if cfg.ARMDir != "" {
 		if rep.qemu, err = runQemuBench(ctx, cfg, &procs, users, passwd, dir, logf); err != nil {
 			return err
@@ -309,17 +311,43 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if n := rep.failedRounds(); n > 0 {
 		return fmt.Errorf("%w: %d scenario runs got a wrong status or broke", errRoundsFailed, n)
 	}
-	return qemuFailed(rep.qemu)
+	return errors.Join(rep.ui.failure(), qemuFailed(rep.qemu))
 }
 
-// demoServeArgs is how kvmd runs for the info rows and the idle RSS, native
-// and under qemu: serving the bundled demo board (--demo with our users
-// file: the Raspberry Pi 4 tree, its GPIO and capture device faked), so
-// /api/info has real content. --journal-dir keeps the demo journal out: it
-// would copy every log line into systemd-journal-remote, a cost of the
-// demo, not of the daemon.
-func demoServeArgs(addr, users, dir string) []string {
-	return []string{"serve", "--demo", "--listen", addr, "--users", users, "--journal-dir", filepath.Join(dir, "no-journal")}
+// demoServeArgs is how kvmd runs for the info rows, the idle RSS and the
+// web UI rows, native and under qemu: serving the bundled demo board
+// (--demo with our users file: the Raspberry Pi 4 tree, its GPIO and
+// capture device faked), so /api/info has real content. --journal-dir
+// keeps the demo journal out: it would copy every log line into
+// systemd-journal-remote, a cost of the demo, not of the daemon. The
+// journal read there is the caller's (a missing directory: none).
+func demoServeArgs(addr, users, journalDir string) []string {
+	return []string{"serve", "--demo", "--listen", addr, "--users", users, "--journal-dir", journalDir}
+}
+
+// startBaseline starts `kvmbench baseline` answering GET /api/info with
+// the bytes kvmd at kvmdAddr answers it with, and waits until it answers.
+func startBaseline(ctx context.Context, cfg runConfig, procs *children, kvmdAddr, token, dir, name string) (*child, string, error) {
+	infoBody, err := fetch(ctx, kvmdAddr, "/api/info", token)
+	if err != nil {
+		return nil, "", err
+	}
+	infoFile := filepath.Join(dir, name+"-info.json")
+	if err := os.WriteFile(infoFile, infoBody, 0o600); err != nil {
+		return nil, "", err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := procs.start(name, cfg.Self, []string{"baseline", "--listen", addr, "--info-body", infoFile}, filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := waitListening(ctx, c, addr); err != nil {
+		return nil, "", err
+	}
+	return c, addr, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

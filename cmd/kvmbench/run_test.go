@@ -140,6 +140,7 @@ func testRunConfig(t *testing.T) runConfig {
 	cfg.Duration, cfg.Warmup, cfg.Idle = 80*time.Millisecond, 20*time.Millisecond, 50*time.Millisecond
 	cfg.CommandLine = "kvmbench run --kvmd fake"
 	cfg.LogEntries = 0 // the log rows need the real kvmd and real journal files
+	cfg.UILoads = 0    // and so do the web UI rows, its pages
 	return cfg
 }
 
@@ -147,6 +148,8 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg := testRunConfig(t)
 	cfg.Out = filepath.Join(t.TempDir(), "BENCHMARKS.md")
 	cfg.ARMDir = t.TempDir() // no builds there: the section says so (TestRunOnlyQemu runs them)
+	cfg.UILoads = 1
+	t.Setenv("PATH", t.TempDir()) // no chromium: the web UI section says so (TestLoadPage runs it)
 	var stdout, stderr strings.Builder
 	if err := run(context.Background(), cfg, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -165,6 +168,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, baseline-info, info, baseline |", "shares its",
+		"## Web UI page loads\n\nNot measured: chromium is not installed",
 		"## ARM builds under qemu-user", "includes qemu-user itself", "- armv6 (`qemu-arm -cpu arm1176`): not measured: "} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, md)
@@ -184,5 +188,20 @@ func TestRunFailsOnWrongStatus(t *testing.T) {
 	if out := stdout.String(); !strings.Contains(out, "| header |") || !strings.Contains(out, "FAIL (1/1 rounds)") ||
 		!strings.Contains(out, "status 403, want 200") {
 		t.Errorf("table does not show the failed scenario and its status:\n%s", out)
+	}
+}
+
+// TestRunOnlyUIWithoutChromium runs `kvmbench run --only ui` where there is
+// no Chromium: it says so and succeeds, as the full run does.
+func TestRunOnlyUIWithoutChromium(t *testing.T) {
+	cfg := testRunConfig(t)
+	cfg.Only, cfg.UILoads = "ui", 2
+	t.Setenv("PATH", t.TempDir())
+	var stdout, stderr strings.Builder
+	if err := run(context.Background(), cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if got, want := stdout.String(), "Not measured: chromium is not installed (apt-get install chromium, or make deps).\n"; got != want {
+		t.Errorf("output %q, want %q", got, want)
 	}
 }
