@@ -127,7 +127,9 @@ func waitText(t *testing.T, ctx context.Context, sel, want string) {
 	}
 }
 
-func jsString(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
+func jsString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
 
 // TestWebUI drives the web UI in a real headless Chromium against the
 // daemon serving the demo board and a real journal: a page asked for
