@@ -14,11 +14,12 @@ import (
 // baselineBody is what kvmd answers on an authenticated GET /api/auth/check.
 const baselineBody = `{"ok":true,"result":{}}`
 
-// baselineHandler answers every request with baselineBody, GET /api/info
-// with infoBody when one is given, and the files of the bare page: the
+// baselineHandler answers every request with baselineBody, the paths of
+// bodies (such as /api/info) with their JSON bytes, and the files of the
+// bare page: the
 // least any server has to do to produce kvmd's bytes, so the ratio against
 // it is the cost of everything kvmd adds.
-func baselineHandler(infoBody []byte) http.Handler {
+func baselineHandler(bodies map[string][]byte) http.Handler {
 	reply := func(ctype string, body []byte) http.HandlerFunc {
 		length := strconv.Itoa(len(body))
 		return func(w http.ResponseWriter, _ *http.Request) {
@@ -33,8 +34,8 @@ func baselineHandler(infoBody []byte) http.Handler {
 	for p, f := range basePageFiles {
 		routes[p] = reply(f.ctype, f.body)
 	}
-	if infoBody != nil {
-		routes["/api/info"] = reply("application/json", infoBody)
+	for p, body := range bodies {
+		routes[p] = reply("application/json", body)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, ok := routes[r.URL.Path]; ok {
@@ -112,7 +113,7 @@ func padded(head, open, end, tail string, size int) []byte {
 // serveBaseline runs the bare server on addr until ctx ends. It runs in its
 // own process (the driver execs itself) so it does not share the driver's
 // Go runtime.
-func serveBaseline(ctx context.Context, addr string, infoBody []byte) error {
+func serveBaseline(ctx context.Context, addr string, bodies map[string][]byte) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
@@ -125,7 +126,7 @@ func serveBaseline(ctx context.Context, addr string, infoBody []byte) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           baselineHandler(infoBody),
+		Handler:           baselineHandler(bodies),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}

@@ -20,7 +20,7 @@ func TestLoadPage(t *testing.T) {
 		t.Skip(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", baselineHandler([]byte(`{"ok":true,"result":{"hw":{"platform":"test"}}}`)))
+	mux.Handle("/", baselineHandler(map[string][]byte{"/api/info": []byte(`{"ok":true,"result":{"hw":{"platform":"test"}}}`)}))
 	mux.Handle("/moved", http.RedirectHandler(basePagePath, http.StatusFound))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()

@@ -78,20 +78,20 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		listen := fs.String("listen", "127.0.0.1:0", "address to listen on (loopback only)")
-		infoFile := fs.String("info-body", "", "answer GET /api/info with this file's bytes")
+		bodies := map[string][]byte{}
+		fs.Func("route", "answer GET `PATH=FILE` with the file's bytes as JSON (repeatable)", func(v string) error {
+			path, file, ok := strings.Cut(v, "=")
+			if !ok || !strings.HasPrefix(path, "/") {
+				return fmt.Errorf("want PATH=FILE, got %q", v)
+			}
+			b, err := os.ReadFile(file)
+			bodies[path] = b
+			return err
+		})
 		if err := fs.Parse(args[2:]); err != nil {
 			return 2
 		}
-		var infoBody []byte
-		if *infoFile != "" {
-			b, err := os.ReadFile(*infoFile)
-			if err != nil {
-				fmt.Fprintf(stderr, "kvmbench baseline: %v\n", err)
-				return 1
-			}
-			infoBody = b
-		}
-		if err := serveBaseline(ctx, *listen, infoBody); err != nil {
+		if err := serveBaseline(ctx, *listen, bodies); err != nil {
 			fmt.Fprintf(stderr, "kvmbench baseline: %v\n", err)
 			return 1
 		}

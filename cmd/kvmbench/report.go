@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -48,6 +49,7 @@ type report struct {
 	started          time.Time
 	finished         time.Time
 	binarySize       int64
+	crossSizes       []crossSize // the release builds in --arm-dir
 	listen           []time.Duration
 	idleRSS, loadRSS int64
 	idleRSSErr       error
@@ -106,7 +108,7 @@ func (rep *report) writeTable(w io.Writer) {
 			rat = ratio(med, ref.medianRPS())
 		}
 		target, result := "—", "—"
-		if r.Name == referenceScenario || r.Name == infoReference {
+		if r.Name == referenceScenario || r.Name == infoReference || r.Name == infoHWReference {
 			target = "reference"
 		}
 		var targets []string
@@ -159,6 +161,17 @@ func (rep *report) writeTable(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "| binary size | %s | — | — |\n", fmtMiB(rep.binarySize))
+	for _, c := range rep.crossSizes {
+		target, result := "—", "—"
+		if c.arch == "arm64" {
+			ok := c.size < targetARM64Size
+			target, result = "< "+fmtMiB(targetARM64Size), verdict(true, ok)
+			if !ok {
+				misses = append(misses, "arm64 binary size")
+			}
+		}
+		fmt.Fprintf(w, "| binary size, release build `kvmd-linux-%s` (static, stripped) | %s | %s | %s |\n", c.arch, fmtMiB(c.size), target, result)
+	}
 	if rep.loadRSSErr == nil {
 		fmt.Fprintf(w, "| RSS after the load rounds | %s | — | — |\n", fmtMiB(rep.loadRSS))
 	}
@@ -246,7 +259,8 @@ func (rep *report) markdown() []byte {
 		"`header` sends `X-KVMD-User`/`X-KVMD-Passwd` and `basic` sends `Authorization: Basic` for a bcrypt user made with `kvmd user add` "+
 		"(their cost relies on kvmd's verification cache). `info` is `GET /api/info` with every category of the default layout, "+
 		"from kvmd serving the bundled Raspberry Pi 4 tree (`--demo`), with the session cookie; its reference `baseline-info` is the same bare "+
-		"server returning the bytes kvmd answered (captured once before the rounds). kvmd runs with its access log on, written to a file.\n\n", baselineBody)
+		"server returning the bytes kvmd answered (captured once before the rounds); `info-hw` and `baseline-info-hw` are the same for "+
+		"`GET /api/info?fields=hw`. kvmd runs with its access log on, written to a file.\n\n", baselineBody)
 	fmt.Fprintf(&b, "## Results\n\n")
 	rep.writeTable(&b)
 	fmt.Fprintf(&b, "\n## Rounds (req/s)\n\n")
@@ -398,4 +412,25 @@ func fmtMiB(n int64) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// crossSize is the size of one release build.
+type crossSize struct {
+	arch string
+	size int64
+}
+
+// targetARM64Size is the issue's limit for the stripped arm64 binary.
+const targetARM64Size = 15 << 20
+
+// readCrossSizes returns the sizes of the release builds kvmd-linux-ARCH
+// in dir that exist.
+func readCrossSizes(dir string) []crossSize {
+	var out []crossSize
+	for _, arch := range []string{"amd64", "arm64", "armv7", "armv6"} {
+		if st, err := os.Stat(filepath.Join(dir, "kvmd-linux-"+arch)); err == nil {
+			out = append(out, crossSize{arch, st.Size()})
+		}
+	}
+	return out
 }

@@ -136,8 +136,15 @@ func infoScenarios(baselineAddr, kvmdAddr, token string) []scenario {
 			Request: rawRequest("GET", path, baselineAddr, nil, nil)},
 		{Name: "info", Addr: kvmdAddr, WantStatus: 200, MinRatio: 0.25, Reference: infoReference, MaxP99: 5 * time.Millisecond,
 			Request: rawRequest("GET", path, kvmdAddr, []string{"Cookie: auth_token=" + token}, nil)},
+		{Name: infoHWReference, Addr: baselineAddr, WantStatus: 200, Reference: infoHWReference,
+			Request: rawRequest("GET", infoHWBaselinePath, baselineAddr, nil, nil)},
+		{Name: "info-hw", Addr: kvmdAddr, WantStatus: 200, MinRatio: 0.25, Reference: infoHWReference, MaxP99: 5 * time.Millisecond,
+			Request: rawRequest("GET", path+"?fields=hw", kvmdAddr, []string{"Cookie: auth_token=" + token}, nil)},
 	}
 }
+
+// infoHWReference is the bare server answering kvmd's /api/info?fields=hw bytes.
+const infoHWReference = "baseline-info-hw"
 
 // infoReference is the bare server answering kvmd's /api/info bytes.
 const infoReference = "baseline-info"
@@ -163,6 +170,9 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	defer procs.stopAll(2 * time.Second)
 
 	rep := &report{cfg: cfg, binarySize: st.Size(), started: time.Now()}
+	if cfg.ARMDir != "" {
+		rep.crossSizes = readCrossSizes(cfg.ARMDir)
+	}
 	rep.machine = readMachine(kvmd)
 
 	// Users file, through kvmd's own command.
@@ -325,22 +335,37 @@ func demoServeArgs(addr, users, journalDir string) []string {
 	return []string{"serve", "--demo", "--listen", addr, "--users", users, "--journal-dir", journalDir}
 }
 
-// startBaseline starts `kvmbench baseline` answering GET /api/info with
-// the bytes kvmd at kvmdAddr answers it with, and waits until it answers.
+// baselineRoutes are the baseline's paths answering kvmd's bytes for the
+// /api/info requests of the info rows: path at the baseline → at kvmd.
+var baselineRoutes = [][2]string{
+	{"/api/info", "/api/info"},
+	{infoHWBaselinePath, "/api/info?fields=hw"},
+}
+
+// infoHWBaselinePath is where the baseline answers kvmd's /api/info?fields=hw bytes.
+const infoHWBaselinePath = "/api/info-hw"
+
+// startBaseline starts `kvmbench baseline` answering each of
+// baselineRoutes with the bytes kvmd at kvmdAddr answers, and waits until
+// it answers.
 func startBaseline(ctx context.Context, cfg runConfig, procs *children, kvmdAddr, token, dir, name string) (*child, string, error) {
-	infoBody, err := fetch(ctx, kvmdAddr, "/api/info", token)
-	if err != nil {
-		return nil, "", err
-	}
-	infoFile := filepath.Join(dir, name+"-info.json")
-	if err := os.WriteFile(infoFile, infoBody, 0o600); err != nil {
-		return nil, "", err
+	args := []string{"baseline"}
+	for i, r := range baselineRoutes {
+		body, err := fetch(ctx, kvmdAddr, r[1], token)
+		if err != nil {
+			return nil, "", err
+		}
+		file := filepath.Join(dir, fmt.Sprintf("%s-body%d.json", name, i))
+		if err := os.WriteFile(file, body, 0o600); err != nil {
+			return nil, "", err
+		}
+		args = append(args, "--route", r[0]+"="+file)
 	}
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := procs.start(name, cfg.Self, []string{"baseline", "--listen", addr, "--info-body", infoFile}, filepath.Join(dir, name+".log"))
+	c, err := procs.start(name, cfg.Self, append(args, "--listen", addr), filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, "", err
 	}

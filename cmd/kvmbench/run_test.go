@@ -155,7 +155,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
 	table := stdout.String()
-	for _, want := range []string{"| baseline |", "| cookie |", "| header |", "| basic |", "| baseline-info |", "| info |", "1.00x", "idle RSS", "start to listening", "binary size"} {
+	for _, want := range []string{"| baseline |", "| cookie |", "| header |", "| basic |", "| baseline-info |", "| info |", "| info-hw |", "1.00x", "idle RSS", "start to listening", "binary size"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
@@ -167,7 +167,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, baseline-info, info, baseline |", "shares its",
+	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, baseline-info, info, baseline-info-hw, info-hw, baseline |", "shares its",
 		"## Web UI page loads\n\nNot measured: chromium is not installed",
 		"## ARM builds under qemu-user", "includes qemu-user itself", "- armv6 (`qemu-arm -cpu arm1176`): not measured: "} {
 		if !strings.Contains(string(md), want) {
