@@ -33,9 +33,11 @@ all: build
 
 build:
 	$(BUILD) -o bin/kvmd ./cmd/kvmd
+	$(BUILD) -o bin/kvmctl ./cmd/kvmctl
 
-## deps: Debian packages the tests and the demo journal need (journalctl, systemd-journal-remote,
-## qemu-user for the ARM smoke tests).
+## deps: Debian packages the tests and the demo journal need, each only when missing (journalctl,
+## systemd-journal-remote, qemu-user, chromium, prometheus and promtool, lintian, genimage...: see
+## scripts/deps.sh).
 deps:
 	@sh scripts/deps.sh
 
@@ -54,7 +56,7 @@ unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/firmware$$')
 
 race:
-	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/... ./journal/...
+	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/...
 
 ## smoke: the ARM builds under qemu-user: the firmware tests (cross builds, reproducibility,
 ## each ARM binary serving on the Raspberry Pi 4 fixture) and the hw package's tests as arm64.

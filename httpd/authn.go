@@ -55,6 +55,7 @@ func (s *Server) authenticate(r *http.Request) (Identity, error) {
 	}
 
 	if ci := connInfoFrom(ctx); ci != nil && ci.peerOK && !proxied(r.Header) {
+		a.Peer()
 		return Identity{User: ci.peerName, Method: auth.MethodPeer}, nil
 	}
 	return Identity{}, errUnauthorized

@@ -9,5 +9,6 @@
 //
 // Handlers return an error; an *Error carries the status, the error name
 // and the sentence the client sees, and wraps the internal cause, which is
-// logged and never sent.
+// logged and never sent. The log (/api/log) and the Prometheus exposition
+// (/api/export/prometheus/metrics) answer plain text, their errors JSON.
 package httpd

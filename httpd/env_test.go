@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"kvmd/httpd/auth"
+	"kvmd/metrics"
 )
 
 // testUsers are the users every test server knows.
@@ -41,6 +42,10 @@ type envOpts struct {
 	limiterFreeFail int
 	log             LogSource
 	ui              fs.FS
+	// metrics serves /api/export/prometheus/metrics from the real exporter
+	// with the env's counters (no hardware, no runtime families);
+	// metricsOpen without authentication.
+	metrics, metricsOpen bool
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -119,11 +124,16 @@ func newEnv(t *testing.T, o envOpts) *env {
 		}
 		return time.Now()
 	}
-	srv, err := New(Config{
+	cfg := Config{
 		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui,
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
-	})
+	}
+	if o.metrics {
+		cfg.Metrics = metrics.New(metrics.Config{Version: "test", AuthCounts: e.a.Counts, Sessions: e.a.ActiveSessions})
+		cfg.MetricsOpen = o.metricsOpen
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,10 @@ type Config struct {
 	// UI, when set, is the web UI's files (package web): its pages at /,
 	// /logs and /login, its other files under /static/.
 	UI fs.FS
+	// Metrics, when set, serves GET /api/export/prometheus/metrics;
+	// MetricsOpen serves it without authentication.
+	Metrics     MetricsSource
+	MetricsOpen bool
 
 	MaxBody           int64         // default 4 KiB
 	ReadHeaderTimeout time.Duration // default 10 s
@@ -90,6 +94,9 @@ func New(cfg Config) (*Server, error) {
 		s.Handle("GET", "/info", s.info)
 	}
 	s.Handle("GET", "/log", s.log)
+	if cfg.Metrics != nil {
+		s.handle("GET", "/export/prometheus/metrics", s.metrics, cfg.MetricsOpen)
+	}
 	if cfg.UI != nil {
 		ui, err := loadUI(cfg.UI)
 		if err != nil {

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// cached holds one category's JSON for at most ttl (forever when ttl is
-// 0). When it is stale, one caller rebuilds it while the others keep
-// answering with the stale copy, so many clients never pile up work; only
-// the very first callers wait for the first build.
+// cached holds one category's value and its JSON for at most ttl (forever
+// when ttl is 0). When it is stale, one caller rebuilds it while the
+// others keep answering with the stale copy, so many clients never pile up
+// work; only the very first callers wait for the first build.
 type cached struct {
 	ttl   time.Duration
 	build func() any
@@ -20,7 +20,10 @@ type cached struct {
 	cur atomic.Pointer[snapshot]
 }
 
+// snapshot is one build: the value as built (shared by every reader, so
+// never changed after) and its JSON.
 type snapshot struct {
+	val  any
 	json []byte
 	at   time.Time
 }
@@ -29,26 +32,34 @@ func (c *cached) fresh(s *snapshot, now time.Time) bool {
 	return s != nil && (c.ttl == 0 || now.Sub(s.at) < c.ttl)
 }
 
-func (c *cached) get() []byte {
+// get returns the category's JSON.
+func (c *cached) get() []byte { return c.load().json }
+
+// value returns the category's value, from the same build as get's JSON.
+func (c *cached) value() any { return c.load().val }
+
+func (c *cached) load() *snapshot {
 	now := c.now()
 	s := c.cur.Load()
 	if c.fresh(s, now) {
-		return s.json
+		return s
 	}
 	if !c.mu.TryLock() {
 		if s != nil {
-			return s.json
+			return s
 		}
 		c.mu.Lock()
 	}
 	defer c.mu.Unlock()
 	if s = c.cur.Load(); c.fresh(s, c.now()) {
-		return s.json
+		return s
 	}
-	b, err := json.Marshal(c.build())
+	v := c.build()
+	b, err := json.Marshal(v)
 	if err != nil {
 		b = []byte("null")
 	}
-	c.cur.Store(&snapshot{json: b, at: c.now()})
-	return b
+	s = &snapshot{val: v, json: b, at: c.now()}
+	c.cur.Store(s)
+	return s
 }

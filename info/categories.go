@@ -86,60 +86,69 @@ func (s *Source) node() any {
 	return node{Host: nullable(h)}
 }
 
-type uptimeParts struct {
+// UptimeParts is an uptime in days, hours, minutes and seconds.
+type UptimeParts struct {
 	Days    int64 `json:"days"`
 	Hours   int64 `json:"hours"`
 	Minutes int64 `json:"minutes"`
 	Seconds int64 `json:"seconds"`
 }
 
-type uptime struct {
+// Uptime is the uptime category: how long the machine has been up, in
+// whole seconds; null when proc/uptime cannot be read.
+type Uptime struct {
 	Total *int64       `json:"total"`
-	Parts *uptimeParts `json:"parts"`
+	Parts *UptimeParts `json:"parts"`
 }
 
 func (s *Source) uptime() any {
 	d, err := s.cfg.FS.Uptime()
 	s.report("uptime", err)
 	if err != nil {
-		return uptime{}
+		return Uptime{}
 	}
 	total := int64(d / time.Second)
-	return uptime{Total: &total, Parts: &uptimeParts{
+	return Uptime{Total: &total, Parts: &UptimeParts{
 		Days: total / 86400, Hours: total % 86400 / 3600, Minutes: total % 3600 / 60, Seconds: total % 60,
 	}}
 }
 
-type memState struct {
+// Mem is the memory part of Health: used share in percent, and bytes.
+type Mem struct {
 	Percent   *float64 `json:"percent"`
 	Total     *uint64  `json:"total"`
 	Available *uint64  `json:"available"`
 }
 
-type nowPast struct {
+// NowPast is a throttling flag: set now, and set since boot.
+type NowPast struct {
 	Now  bool `json:"now"`
 	Past bool `json:"past"`
 }
 
-type throttling struct {
+// Throttling is the firmware's throttling state; ParsedFlags is keyed
+// undervoltage, freq_capped and throttled.
+type Throttling struct {
 	RawFlags    uint32             `json:"raw_flags"`
-	ParsedFlags map[string]nowPast `json:"parsed_flags"`
+	ParsedFlags map[string]NowPast `json:"parsed_flags"`
 	IgnorePast  bool               `json:"ignore_past"`
 }
 
-type health struct {
+// Health is the health category (hw.health): nil pointers are values
+// that cannot be read on this machine.
+type Health struct {
 	Temp struct {
 		CPU *float64 `json:"cpu"`
 	} `json:"temp"`
 	CPU struct {
 		Percent *int `json:"percent"`
 	} `json:"cpu"`
-	Mem        memState    `json:"mem"`
-	Throttling *throttling `json:"throttling"`
+	Mem        Mem         `json:"mem"`
+	Throttling *Throttling `json:"throttling"`
 }
 
 func (s *Source) health() any {
-	var h health
+	var h Health
 	zones, terr := s.cfg.FS.ThermalZones()
 	if t, ok := hw.CPUTemp(zones); terr == nil && ok {
 		h.Temp.CPU = &t
@@ -150,15 +159,15 @@ func (s *Source) health() any {
 	m, merr := s.cfg.FS.MemInfo()
 	if merr == nil {
 		pct := m.Percent()
-		h.Mem = memState{Percent: &pct, Total: &m.Total, Available: &m.Available}
+		h.Mem = Mem{Percent: &pct, Total: &m.Total, Available: &m.Available}
 	}
 	th, therr := s.cfg.FS.Throttled()
 	if therr == nil {
 		th = s.past.Track(th)
 		f := th.Flags()
-		h.Throttling = &throttling{
+		h.Throttling = &Throttling{
 			RawFlags: th.Raw,
-			ParsedFlags: map[string]nowPast{
+			ParsedFlags: map[string]NowPast{
 				"undervoltage": {f.Undervoltage.Now, f.Undervoltage.Past},
 				"freq_capped":  {f.FreqCapped.Now, f.FreqCapped.Past},
 				"throttled":    {f.Throttled.Now, f.Throttled.Past},
@@ -199,7 +208,7 @@ func (s *Source) usb() any {
 	if err != nil {
 		return nil
 	}
-	return u
+	return &u
 }
 
 func (s *Source) video() any {
@@ -208,5 +217,5 @@ func (s *Source) video() any {
 	if hw.Absent(err) {
 		return nil // no capture device at all
 	}
-	return v // a query error still leaves a usable answer (status unknown)
+	return &v // a query error still leaves a usable answer (status unknown)
 }

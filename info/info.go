@@ -104,6 +104,35 @@ func (s *Source) cache(ttl time.Duration, build func() any) *cached {
 	return &cached{ttl: ttl, build: build, now: s.cfg.Now}
 }
 
+// Hardware is the changing state of the machine behind the categories
+// health, gpio, usb, video and uptime, as values rather than JSON (for the
+// Prometheus export). The values are shared with other readers: never
+// change them.
+type Hardware struct {
+	Health Health
+	// GPIO is the board's named pins; a pin's Level is nil when it cannot
+	// be read without disturbing it.
+	GPIO map[string]hw.PinState
+	// USB is nil without a USB gadget configfs, Video without a capture
+	// device.
+	USB    *hw.USB
+	Video  *hw.Video
+	Uptime Uptime
+}
+
+// Hardware returns the values /api/info would show now, from the same
+// caches: reading them costs what a request for those categories costs,
+// and a value refreshed for one serves the other.
+func (s *Source) Hardware() Hardware {
+	h := Hardware{}
+	h.Health, _ = s.cats["health"].value().(Health)
+	h.GPIO, _ = s.cats["gpio"].value().(map[string]hw.PinState)
+	h.USB, _ = s.cats["usb"].value().(*hw.USB)
+	h.Video, _ = s.cats["video"].value().(*hw.Video)
+	h.Uptime, _ = s.cats["uptime"].value().(Uptime)
+	return h
+}
+
 // JSON returns the reply to /api/info for categories (from ParseFields)
 // in the envelope, ready to send.
 func (s *Source) JSON(categories []string, legacy bool) []byte {

@@ -123,6 +123,9 @@ func (r *Reader) Open(ctx context.Context, seek time.Duration, follow bool) (*St
 	return s, nil
 }
 
+// Followers returns the number of streams open with follow now.
+func (r *Reader) Followers() int { return len(r.sem) }
+
 // query is one journalctl command line.
 type query struct {
 	since  time.Time // zero: the whole boot

@@ -539,6 +539,9 @@ func TestManyFollowers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("non-follow Open with every follower slot taken: %v", err)
 	}
+	if got := r.Followers(); got != n {
+		t.Errorf("Followers() = %d with %d follows and a plain read open, want %d", got, n, n)
+	}
 	s.Close()
 
 	start = time.Now()
@@ -550,6 +553,9 @@ func TestManyFollowers(t *testing.T) {
 	t.Logf("%d followers got the entry within %v", n, time.Since(start))
 
 	fs[0].stop()
+	if got := r.Followers(); got != n-1 {
+		t.Errorf("Followers() = %d after one follow ended, want %d", got, n-1)
+	}
 	if s, err := r.Open(context.Background(), 0, true); err != nil {
 		t.Errorf("Open after a follower left: %v", err)
 	} else {

@@ -31,6 +31,7 @@ type Config struct {
 	JournalDir      string        `yaml:"journal-dir"`
 	LogUnits        []string      `yaml:"log-units"`
 	LogFollowers    int           `yaml:"log-followers"`
+	MetricsAuth     bool          `yaml:"metrics-auth"`
 	Demo            bool          `yaml:"demo"`
 }
 
@@ -45,6 +46,7 @@ func defaultConfig() Config {
 		Extras:          "/usr/share/kvmd/extras",
 		LogUnits:        []string{"kvmd.service", "kvmd-*.service"},
 		LogFollowers:    20,
+		MetricsAuth:     true,
 	}
 }
 
@@ -92,6 +94,7 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.JournalDir, "journal-dir", cfg.JournalDir, "read journal files from `dir` instead of the system journal (/api/log)")
 	fs.Var(&listFlag{list: &cfg.LogUnits}, "log-unit", "systemd unit `pattern` whose entries /api/log shows (repeatable; default kvmd.service and kvmd-*.service)")
 	fs.IntVar(&cfg.LogFollowers, "log-followers", cfg.LogFollowers, "most /api/log?follow=1 streams at once (beyond: 503)")
+	fs.BoolVar(&cfg.MetricsAuth, "metrics-auth", cfg.MetricsAuth, "require authentication for /api/export/prometheus/metrics (false: open to anyone who can connect)")
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode: throwaway users file with a generated password, printed at start")
 	return fs
 }

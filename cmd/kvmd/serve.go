@@ -23,6 +23,7 @@ import (
 	"kvmd/hw"
 	"kvmd/info"
 	"kvmd/journal"
+	"kvmd/metrics"
 	"kvmd/web"
 )
 
@@ -78,6 +79,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Log:       log.With("component", "http"),
 		PeerAuth:  peer,
 		UI:        web.FS(),
+		Metrics: metrics.New(metrics.Config{
+			Version: version, Hardware: src.Hardware, AuthCounts: a.Counts,
+			Sessions: a.ActiveSessions, LogFollowers: jr.Followers, Runtime: true,
+		}),
+		MetricsOpen: !cfg.MetricsAuth,
+	}
+	if !cfg.MetricsAuth {
+		log.Info("metrics served without authentication (metrics-auth false)")
 	}
 	if cfg.AccessLog {
 		hcfg.AccessLog = hcfg.Log

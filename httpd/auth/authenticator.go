@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,58 @@ const (
 	MethodPeer   Method = "peer"
 	MethodLogin  Method = "login"
 )
+
+// Methods lists every Method, in the order they are tried (login aside).
+var Methods = [...]Method{MethodHeader, MethodCookie, MethodBasic, MethodPeer, MethodLogin}
+
+// Result is how an authentication attempt ended, for the counters.
+type Result uint8
+
+// The results an attempt is counted under.
+const (
+	// ResultOK is an attempt let in.
+	ResultOK Result = iota
+	// ResultFailed is a wrong user, password, 2FA code or session (403).
+	ResultFailed
+	// ResultBlocked is a password not even checked: its address is
+	// blocked after too many failures (429).
+	ResultBlocked
+	numResults
+)
+
+func (r Result) String() string {
+	switch r {
+	case ResultOK:
+		return "ok"
+	case ResultFailed:
+		return "failed"
+	case ResultBlocked:
+		return "blocked"
+	}
+	return fmt.Sprintf("Result(%d)", uint8(r))
+}
+
+// counters counts attempts by method and result. Counting is one atomic
+// add, so the hot path (a cookie or a cached password) pays nothing
+// measurable for it.
+type counters [len(Methods)][numResults]atomic.Uint64
+
+func (c *counters) add(m Method, r Result) {
+	for i, mm := range Methods {
+		if mm == m {
+			c[i][r].Add(1)
+			return
+		}
+	}
+}
+
+// Count is one counter: the attempts of Method that ended in Result since
+// the daemon started.
+type Count struct {
+	Method Method
+	Result Result
+	N      uint64
+}
 
 var (
 	// ErrForbidden is a wrong user, password, 2FA code or session.
@@ -40,7 +93,8 @@ func (e *RateLimitedError) Error() string {
 // Authenticator decides who a request is. It logs every decision it makes
 // to Log (the audit log): failures always, successes of a login or of a
 // password actually checked against its hash. Repeated per-request
-// successes answered from the cache are left to the access log.
+// successes answered from the cache are left to the access log. Every
+// decision, logged or not, is counted (Counts).
 type Authenticator struct {
 	Users    *Users
 	TOTP     *TOTP // nil: 2FA not configured
@@ -48,6 +102,8 @@ type Authenticator struct {
 	Limiter  *Limiter
 	Log      *slog.Logger
 	Now      func() time.Time
+
+	counts counters
 }
 
 // New wires an Authenticator: the users file's changes end the sessions of
@@ -77,8 +133,29 @@ func (a *Authenticator) fail(user string, m Method, addr netip.Addr, reason stri
 		args = append(args, "blocked", wait.Round(time.Second).String())
 	}
 	a.Log.Warn("auth failed", args...)
+	a.counts.add(m, ResultFailed)
 	return ErrForbidden
 }
+
+// Counts returns the attempts counted since the start, by method and
+// result: every combination, zeros included, in a fixed order.
+func (a *Authenticator) Counts() []Count {
+	out := make([]Count, 0, len(Methods)*int(numResults))
+	for i, m := range Methods {
+		for r := range numResults {
+			out = append(out, Count{Method: m, Result: r, N: a.counts[i][r].Load()})
+		}
+	}
+	return out
+}
+
+// Peer counts a request let in by its unix-socket peer credentials, which
+// the HTTP layer decides (it holds the connection). Like a cached password
+// check it is not logged here: the access log has it.
+func (a *Authenticator) Peer() { a.counts.add(MethodPeer, ResultOK) }
+
+// ActiveSessions returns the number of live sessions.
+func (a *Authenticator) ActiveSessions() int { return a.Sessions.Live(a.Now()) }
 
 // TwoFactor reports whether passwords must end with a 2FA code.
 func (a *Authenticator) TwoFactor() bool {
@@ -95,6 +172,7 @@ func (a *Authenticator) TwoFactor() bool {
 func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Method, addr netip.Addr) error {
 	now := a.Now()
 	if wait := a.Limiter.Blocked(addr, now); wait > 0 {
+		a.counts.add(m, ResultBlocked)
 		return &RateLimitedError{Wait: wait}
 	}
 	if a.TOTP != nil {
@@ -121,6 +199,7 @@ func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Met
 		return a.fail(user, m, addr, "wrong user or password")
 	}
 	a.Limiter.Success(addr)
+	a.counts.add(m, ResultOK)
 	if !cached || m == MethodLogin {
 		a.Log.Info("auth ok", "user", user, "method", string(m), "addr", addrString(addr))
 	}
@@ -145,8 +224,10 @@ func (a *Authenticator) Session(token string, addr netip.Addr) (string, error) {
 	user, ok := a.Sessions.Check(token, now)
 	if !ok {
 		a.Log.Warn("auth failed", "user", "-", "method", string(MethodCookie), "addr", addrString(addr), "reason", "unknown or expired session")
+		a.counts.add(MethodCookie, ResultFailed)
 		return "", ErrForbidden
 	}
+	a.counts.add(MethodCookie, ResultOK)
 	return user, nil
 }
 

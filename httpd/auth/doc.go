@@ -4,4 +4,6 @@
 // new ones as bcrypt. It keeps login sessions in memory, checks the TOTP
 // code that ends every password when 2FA is on, and slows down password
 // guessing per client address without locking the account for everyone.
+// It counts every decision by method and result (Authenticator.Counts),
+// for the Prometheus export.
 package auth

@@ -156,6 +156,20 @@ func (s *Sessions) EndUser(user string) int {
 	return n
 }
 
+// Live returns the number of sessions alive at now. It walks them all
+// (at most Max) under the read lock: for a metrics scrape, not per request.
+func (s *Sessions) Live(now time.Time) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, ss := range s.m {
+		if ss.alive(now, s.Idle) {
+			n++
+		}
+	}
+	return n
+}
+
 // Len returns the number of sessions held, live or not yet swept.
 func (s *Sessions) Len() int {
 	s.mu.RLock()

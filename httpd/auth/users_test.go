@@ -13,7 +13,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-func writeFile(t *testing.T, path, data string) {
+func writeFile(t testing.TB, path, data string) {
 	t.Helper()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
@@ -24,7 +24,7 @@ func writeFile(t *testing.T, path, data string) {
 	}
 }
 
-func bhash(t *testing.T, p string) string {
+func bhash(t testing.TB, p string) string {
 	h, err := bcrypt.GenerateFromPassword([]byte(p), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)

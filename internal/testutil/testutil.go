@@ -1,18 +1,27 @@
 // Package testutil holds the few helpers that tests of several packages
 // share: a buffer a child process and a test may use at once, a free
-// loopback address, and a tree copier.
+// loopback address, a tree copier, and a self-signed certificate.
 package testutil
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"io/fs"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writes and reads (a
@@ -116,4 +125,52 @@ func WriteFiles(t testing.TB, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// SelfSigned makes a self-signed certificate (ECDSA P-256, valid for an
+// hour either way) for 127.0.0.1 and localhost, which may also sign, so a
+// pool with it trusts it.
+func SelfSigned(t testing.TB) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "kvmd test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: cert}
+}
+
+// WriteCertPEM writes c's certificate and key as PEM files in dir
+// (tls.crt, tls.key) and returns their paths.
+func WriteCertPEM(t testing.TB, dir string, c tls.Certificate) (cert, key string) {
+	t.Helper()
+	kb, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	WriteFiles(t, dir, map[string]string{
+		"tls.crt": string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]})),
+		"tls.key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})),
+	})
+	return cert, key
 }

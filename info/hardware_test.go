@@ -1,0 +1,79 @@
+package info
+
+import (
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"kvmd/hw"
+	"kvmd/hw/v4l2test"
+)
+
+func TestHardware(t *testing.T) {
+	fs := hw.New(unpack(t, "rpi4"))
+	fake := v4l2test.Fake{}
+	fake.Set(fs.Path("dev/video0"), v4l2test.Device{Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60}})
+	now := time.Unix(1_800_000_000, 0)
+	s := New(Config{FS: fs, V4L2: fake, Now: func() time.Time { return now }})
+	h := s.Hardware()
+
+	if got := h.Health.Temp.CPU; got == nil || *got != 62.322 {
+		t.Errorf("CPU temperature %v, want 62.322", deref(got))
+	}
+	if got := h.Health.CPU.Percent; got == nil || *got != 2 {
+		t.Errorf("CPU percent %v, want 2", deref(got))
+	}
+	m := h.Health.Mem
+	if m.Total == nil || *m.Total != 3976179712 || m.Available == nil || *m.Available != 3494125568 || m.Percent == nil || *m.Percent != 12.1 {
+		t.Errorf("memory %v %v %v, want 3976179712 3494125568 12.1", deref(m.Total), deref(m.Available), deref(m.Percent))
+	}
+	want := map[string]NowPast{"undervoltage": {}, "freq_capped": {}, "throttled": {}}
+	if th := h.Health.Throttling; th == nil || !reflect.DeepEqual(th.ParsedFlags, want) {
+		t.Errorf("throttling %+v, want flags %v", th, want)
+	}
+	if h.USB == nil || !h.USB.Connected {
+		t.Errorf("USB %+v, want connected", h.USB)
+	}
+	if v := h.Video; v == nil || deref(v.Signal) != true || v.Resolution == nil || *v.Resolution != (hw.Resolution{Width: 1920, Height: 1080}) || deref(v.FPS) != 60.0 {
+		t.Errorf("video %+v, want a 1920x1080 signal at 60 Hz", v)
+	}
+	if len(h.GPIO) != 4 {
+		t.Errorf("GPIO %v, want the profile's 4 pins", h.GPIO)
+	}
+	if got := h.Uptime.Total; got == nil || *got != 2911 {
+		t.Errorf("uptime %v, want 2911", deref(got))
+	}
+
+	// The values come from the same cache as the JSON: within the TTL a
+	// change on disk shows in neither, after it in both.
+	if err := os.WriteFile(fs.Path("proc/uptime"), []byte("5000.25 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uptimeJSON := func() any { return get(decode(t, s.JSON([]string{"uptime"}, true)), "uptime", "total") }
+	if got, js := deref(s.Hardware().Uptime.Total), uptimeJSON(); got != int64(2911) || js != 2911.0 {
+		t.Errorf("within the TTL: uptime %v, JSON %v; want the cached 2911 in both", got, js)
+	}
+	now = now.Add(2 * time.Second)
+	if got, js := deref(s.Hardware().Uptime.Total), uptimeJSON(); got != int64(5000) || js != 5000.0 {
+		t.Errorf("after the TTL: uptime %v, JSON %v; want 5000 in both", got, js)
+	}
+
+	// A generic x86 VM: no thermal zone, firmware flags, gadget, capture
+	// device or GPIO, but memory and uptime.
+	g := New(Config{FS: hw.New(unpack(t, "x86")), V4L2: v4l2test.Fake{}}).Hardware()
+	if g.Health.Temp.CPU != nil || g.Health.Throttling != nil || g.USB != nil || g.Video != nil || len(g.GPIO) != 0 {
+		t.Errorf("x86: temperature %v, throttling %v, USB %v, video %v, GPIO %v; want none",
+			deref(g.Health.Temp.CPU), g.Health.Throttling, g.USB, g.Video, g.GPIO)
+	}
+	if g.Health.Mem.Total == nil || g.Uptime.Total == nil {
+		t.Errorf("x86: memory %v or uptime %v missing", deref(g.Health.Mem.Total), deref(g.Uptime.Total))
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

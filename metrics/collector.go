@@ -1,0 +1,154 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"kvmd/httpd/auth"
+	"kvmd/info"
+)
+
+// collector turns the values of kvmd's sources into metrics at each
+// scrape. A value that cannot be read leaves its sample out, as it is null
+// in /api/info.
+type collector struct {
+	cfg Config
+	d   descs
+}
+
+// descs are kvmd's families.
+type descs struct {
+	build                                *prometheus.Desc
+	temp, cpu                            *prometheus.Desc
+	memTotal, memAvail, memUsed          *prometheus.Desc
+	throttling                           *prometheus.Desc
+	usb                                  *prometheus.Desc
+	signal, width, height, rate          *prometheus.Desc
+	gpio                                 *prometheus.Desc
+	uptime                               *prometheus.Desc
+	authAttempts, sessions, logFollowers *prometheus.Desc
+}
+
+func newCollector(cfg Config) *collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &collector{cfg: cfg, d: descs{
+		build:    d("kvmd_build_info", "The daemon's version, as a label; the value is always 1.", "version"),
+		temp:     d("kvmd_cpu_temperature_celsius", "CPU temperature."),
+		cpu:      d("kvmd_cpu_usage_percent", "Busy share of the CPU since the previous reading (at most one a second), in percent."),
+		memTotal: d("kvmd_memory_total_bytes", "Memory the kernel manages (MemTotal)."),
+		memAvail: d("kvmd_memory_available_bytes", "Memory available to new programs without swapping (MemAvailable)."),
+		memUsed:  d("kvmd_memory_used_percent", "Share of memory in use, (total - available) / total, in percent."),
+		throttling: d("kvmd_throttling_flag",
+			"The Raspberry Pi firmware's throttling flags (get_throttled): 1 when set now (when=now) "+
+				"or at any time since boot (when=past).", "flag", "when"),
+		usb:    d("kvmd_usb_connected", "1 when a host has enumerated the USB gadget (its controller's state is configured)."),
+		signal: d("kvmd_hdmi_signal", "1 when a source drives the HDMI capture input; absent when the device cannot tell."),
+		width:  d("kvmd_hdmi_width_pixels", "Width of the HDMI signal (of the capture format, for USB dongles)."),
+		height: d("kvmd_hdmi_height_pixels", "Height of the HDMI signal (of the capture format, for USB dongles)."),
+		rate:   d("kvmd_hdmi_refresh_rate_hertz", "Frame rate of the HDMI signal."),
+		gpio: d("kvmd_gpio_level",
+			"Logical level of the board's named GPIO pins (active-low applied): 1 when the pin's function is on.", "pin"),
+		uptime: d("kvmd_system_uptime_seconds", "Time since the machine booted (proc/uptime), in whole seconds."),
+		authAttempts: d("kvmd_auth_attempts_total",
+			"Authentication attempts since the daemon started, by method (header, cookie, basic, peer, login) "+
+				"and result (ok; failed: wrong credentials or session, 403; blocked: refused unchecked "+
+				"while the address is rate-limited, 429).", "method", "result"),
+		sessions:     d("kvmd_sessions_active", "Live login sessions (auth_token cookies)."),
+		logFollowers: d("kvmd_log_followers_active", "Streams of /api/log?follow=1 open now."),
+	}}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.d.build, c.d.temp, c.d.cpu, c.d.memTotal, c.d.memAvail, c.d.memUsed,
+		c.d.throttling, c.d.usb, c.d.signal, c.d.width, c.d.height, c.d.rate, c.d.gpio, c.d.uptime,
+		c.d.authAttempts, c.d.sessions, c.d.logFollowers} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.d.build, 1, c.cfg.Version)
+	if c.cfg.Hardware != nil {
+		c.hardware(c.cfg.Hardware(), gauge)
+	}
+	if c.cfg.AuthCounts != nil {
+		for _, n := range c.cfg.AuthCounts() {
+			ch <- prometheus.MustNewConstMetric(c.d.authAttempts, prometheus.CounterValue, float64(n.N),
+				methodLabel(n.Method), n.Result.String())
+		}
+	}
+	if c.cfg.Sessions != nil {
+		gauge(c.d.sessions, float64(c.cfg.Sessions()))
+	}
+	if c.cfg.LogFollowers != nil {
+		gauge(c.d.logFollowers, float64(c.cfg.LogFollowers()))
+	}
+}
+
+// methodLabel names a method as the metrics do: header for the X-KVMD-User
+// headers (xhdr in kvmd's logs).
+func methodLabel(m auth.Method) string {
+	if m == auth.MethodHeader {
+		return "header"
+	}
+	return string(m)
+}
+
+// throttlingFlags are the firmware's flags, in the order of their bits.
+var throttlingFlags = []string{"undervoltage", "freq_capped", "throttled"}
+
+func bit(on bool) float64 {
+	if on {
+		return 1
+	}
+	return 0
+}
+
+func (c *collector) hardware(h info.Hardware, gauge func(*prometheus.Desc, float64, ...string)) {
+	d := c.d
+	if t := h.Health.Temp.CPU; t != nil {
+		gauge(d.temp, *t)
+	}
+	if p := h.Health.CPU.Percent; p != nil {
+		gauge(d.cpu, float64(*p))
+	}
+	if m := h.Health.Mem; m.Total != nil && m.Available != nil && m.Percent != nil {
+		gauge(d.memTotal, float64(*m.Total))
+		gauge(d.memAvail, float64(*m.Available))
+		gauge(d.memUsed, *m.Percent)
+	}
+	if th := h.Health.Throttling; th != nil {
+		for _, name := range throttlingFlags {
+			f := th.ParsedFlags[name]
+			gauge(d.throttling, bit(f.Now), name, "now")
+			gauge(d.throttling, bit(f.Past), name, "past")
+		}
+	}
+	if h.USB != nil {
+		gauge(d.usb, bit(h.USB.Connected))
+	}
+	if v := h.Video; v != nil {
+		if v.Signal != nil {
+			gauge(d.signal, bit(*v.Signal))
+		}
+		if v.Resolution != nil {
+			gauge(d.width, float64(v.Resolution.Width))
+			gauge(d.height, float64(v.Resolution.Height))
+		}
+		if v.FPS != nil {
+			gauge(d.rate, *v.FPS)
+		}
+	}
+	for name, p := range h.GPIO {
+		if p.Level != nil {
+			gauge(d.gpio, bit(*p.Level), name)
+		}
+	}
+	if t := h.Uptime.Total; t != nil {
+		gauge(d.uptime, float64(*t))
+	}
+}

@@ -1,0 +1,75 @@
+// Package metrics writes the daemon's Prometheus text exposition (GET
+// /api/export/prometheus/metrics): the machine's numeric state, from the
+// same caches as /api/info (package info), the daemon's own counters and
+// gauges (authentication attempts, sessions, log followers), and the Go
+// runtime's and the process's metrics from client_golang's standard
+// collectors.
+//
+// kvmd's families come from one collector that turns the values of its
+// sources into constant metrics at each scrape: nothing is kept between
+// scrapes, and the counters live where they are counted (package auth,
+// as atomic counters). Their labels are bounded by the code or the board
+// profile: an authentication method and result, a throttling flag, a GPIO
+// pin's name; never a user name or an address.
+package metrics
+
+import (
+	"io"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/expfmt"
+
+	"kvmd/httpd/auth"
+	"kvmd/info"
+)
+
+// Config is what an Exporter reads. Each source left nil leaves its
+// families out.
+type Config struct {
+	// Version is the daemon's version, for kvmd_build_info.
+	Version string
+	// Hardware returns the machine's state (info.Source.Hardware).
+	Hardware func() info.Hardware
+	// AuthCounts returns the authentication counters
+	// (auth.Authenticator.Counts).
+	AuthCounts func() []auth.Count
+	// Sessions returns the number of live sessions.
+	Sessions func() int
+	// LogFollowers returns the number of /api/log follows running.
+	LogFollowers func() int
+	// Runtime adds the Go runtime's (go_*) and the process's (process_*)
+	// metrics.
+	Runtime bool
+}
+
+// Exporter writes the exposition. Create it with New.
+type Exporter struct {
+	reg *prometheus.Registry
+}
+
+// New returns an Exporter for cfg, with a registry of its own (never
+// client_golang's global one).
+func New(cfg Config) *Exporter {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(cfg))
+	if cfg.Runtime {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return &Exporter{reg: reg}
+}
+
+// WriteMetrics writes the exposition to w in the text format, version
+// 0.0.4, families sorted by name.
+func (e *Exporter) WriteMetrics(w io.Writer) error {
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		return err
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			return err
+		}
+	}
+	return nil
+}

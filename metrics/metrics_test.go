@@ -1,0 +1,312 @@
+package metrics
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"periph.io/x/conn/v3/gpio"
+	"periph.io/x/conn/v3/gpio/gpioreg"
+	"periph.io/x/conn/v3/gpio/gpiotest"
+
+	"kvmd/httpd/auth"
+	"kvmd/hw"
+	"kvmd/hw/v4l2test"
+	"kvmd/info"
+	"kvmd/internal/fixture"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
+
+// boardSource returns an info.Source on a bundled board tree, with what
+// the demo fakes: the profile's GPIO pins (power LED on, HDD LED off,
+// switches as outputs, low) and a capture device with a 1080p60 signal.
+func boardSource(t *testing.T, board string) *info.Source {
+	t.Helper()
+	root := t.TempDir()
+	if err := fixture.UnpackFile(filepath.Join("..", "board", "testdata", board+".ttar"), root); err != nil {
+		t.Fatal(err)
+	}
+	fs := hw.New(root)
+	fake := v4l2test.Fake{}
+	if devs, err := fs.VideoDevices(); err == nil {
+		if c, ok := hw.PickCapture(devs); ok {
+			fake.Set(fs.Path(strings.TrimPrefix(c.Node, "/")), v4l2test.Device{Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60}})
+		}
+	}
+	now := time.Unix(1_800_000_000, 0) // frozen: one reading, since boot
+	src := info.New(info.Config{FS: fs, V4L2: fake, Now: func() time.Time { return now }})
+	levels := map[string]gpio.Level{"atx_power_led": gpio.High}
+	for _, p := range src.Profile().Pins {
+		fn := "In/Low"
+		if strings.HasSuffix(p.Name, "_switch") {
+			fn = "Out/Low"
+		}
+		if err := gpioreg.Register(&gpiotest.Pin{N: p.GPIO, Fn: fn, L: levels[p.Name]}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { gpioreg.Unregister(p.GPIO) })
+	}
+	return src
+}
+
+// fixedCounts are authentication counters with a few attempts.
+func fixedCounts() []auth.Count {
+	var out []auth.Count
+	for _, m := range auth.Methods {
+		for _, r := range []auth.Result{auth.ResultOK, auth.ResultFailed, auth.ResultBlocked} {
+			var n uint64
+			switch {
+			case m == auth.MethodBasic && r == auth.ResultOK:
+				n = 1234
+			case m == auth.MethodLogin && r == auth.ResultFailed:
+				n = 3
+			}
+			out = append(out, auth.Count{Method: m, Result: r, N: n})
+		}
+	}
+	return out
+}
+
+// TestGolden writes the exposition of every bundled board tree and
+// compares it with the golden files in testdata. Run with -update after a
+// deliberate change and review the diff.
+func TestGolden(t *testing.T) {
+	for _, board := range []string{"rpi4", "rpi5", "zero2w", "x86"} {
+		t.Run(board, func(t *testing.T) {
+			src := boardSource(t, board)
+			e := New(Config{
+				Version: "v1.2.3", Hardware: src.Hardware, AuthCounts: fixedCounts,
+				Sessions: func() int { return 2 }, LogFollowers: func() int { return 1 },
+			})
+			var b bytes.Buffer
+			if err := e.WriteMetrics(&b); err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", board+".prom")
+			if *update {
+				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -run TestGolden -update to create it)", err)
+			}
+			if got := b.String(); got != string(want) {
+				t.Errorf("differs from %s (-want +got):\n%s", golden, lineDiff(string(want), got))
+			}
+			checkSyntax(t, b.String())
+			promtoolCheck(t, b.Bytes())
+		})
+	}
+}
+
+// TestRPi4Values checks the values that matter against /api/info's, so the
+// golden file cannot drift from them unnoticed.
+func TestRPi4Values(t *testing.T) {
+	src := boardSource(t, "rpi4")
+	var b bytes.Buffer
+	if err := New(Config{Hardware: src.Hardware}).WriteMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"kvmd_cpu_temperature_celsius 62.322",
+		"kvmd_cpu_usage_percent 2",
+		"kvmd_memory_total_bytes 3.976179712e+09",
+		"kvmd_memory_available_bytes 3.494125568e+09",
+		"kvmd_memory_used_percent 12.1",
+		`kvmd_throttling_flag{flag="undervoltage",when="now"} 0`,
+		`kvmd_throttling_flag{flag="throttled",when="past"} 0`,
+		"kvmd_usb_connected 1",
+		"kvmd_hdmi_signal 1",
+		"kvmd_hdmi_width_pixels 1920",
+		"kvmd_hdmi_height_pixels 1080",
+		"kvmd_hdmi_refresh_rate_hertz 60",
+		`kvmd_gpio_level{pin="atx_power_led"} 1`,
+		`kvmd_gpio_level{pin="atx_hdd_led"} 0`,
+		"kvmd_system_uptime_seconds 2911",
+	} {
+		if !strings.Contains(b.String(), "\n"+line+"\n") {
+			t.Errorf("no line %q in:\n%s", line, b.String())
+		}
+	}
+	for _, absent := range []string{"kvmd_auth_", "kvmd_sessions_", "kvmd_log_", "go_", "process_"} {
+		if strings.Contains(b.String(), absent) {
+			t.Errorf("%s* written without its source", absent)
+		}
+	}
+}
+
+// TestAbsent checks that a value the machine lacks leaves its sample out,
+// and its family with it when that was the only one: a GPIO pin that
+// cannot be read, a capture device that cannot tell whether a signal is
+// there, or a board without either.
+func TestAbsent(t *testing.T) {
+	up := int64(10)
+	unknown := hw.Video{Status: hw.VideoUnknown}
+	h := info.Hardware{
+		GPIO: map[string]hw.PinState{
+			"atx_power_led":    {GPIO: "GPIO24", Level: new(true)},
+			"atx_power_switch": {GPIO: "GPIO23"},
+		},
+		Video:  &unknown,
+		Uptime: info.Uptime{Total: &up},
+	}
+	var b bytes.Buffer
+	if err := New(Config{Hardware: func() info.Hardware { return h }}).WriteMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := `# HELP kvmd_build_info The daemon's version, as a label; the value is always 1.
+# TYPE kvmd_build_info gauge
+kvmd_build_info{version=""} 1
+# HELP kvmd_gpio_level Logical level of the board's named GPIO pins (active-low applied): 1 when the pin's function is on.
+# TYPE kvmd_gpio_level gauge
+kvmd_gpio_level{pin="atx_power_led"} 1
+# HELP kvmd_system_uptime_seconds Time since the machine booted (proc/uptime), in whole seconds.
+# TYPE kvmd_system_uptime_seconds gauge
+kvmd_system_uptime_seconds 10
+`
+	if b.String() != want {
+		t.Errorf("(-want +got):\n%s", lineDiff(want, b.String()))
+	}
+}
+
+// TestRuntime checks that the standard collectors' families are there,
+// and that the whole exposition passes promtool's lint.
+func TestRuntime(t *testing.T) {
+	var b bytes.Buffer
+	if err := New(Config{Version: "x", Runtime: true}).WriteMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_gc_duration_seconds",
+		"process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds", "process_start_time_seconds"} {
+		if !regexp.MustCompile(`(?m)^` + name + `(\{[^}]*\})? \S+$`).MatchString(out) {
+			t.Errorf("no sample of %s", name)
+		}
+	}
+	checkSyntax(t, out)
+	promtoolCheck(t, b.Bytes())
+}
+
+type failWriter struct{ n int }
+
+var errWrite = errors.New("write failed")
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.n--; f.n < 0 {
+		return 0, errWrite
+	}
+	return len(p), nil
+}
+
+func TestWriteError(t *testing.T) {
+	for n := range 3 {
+		if err := New(Config{Runtime: true}).WriteMetrics(&failWriter{n: n}); !errors.Is(err, errWrite) {
+			t.Errorf("writer failing after %d writes: %v, want its error", n, err)
+		}
+	}
+}
+
+// sampleLine is a sample of the text format: a name, optional labels with
+// quoted values, a value.
+var sampleLine = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",? ?)*\})? (NaN|[+-]Inf|[-+0-9.eE]+)$`)
+
+// checkSyntax checks every line, and that no family is written twice.
+func checkSyntax(t *testing.T, out string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for line := range strings.Lines(out) {
+		line = strings.TrimSuffix(line, "\n")
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, _, _ = strings.Cut(name, " ")
+			if seen[name] {
+				t.Errorf("family %s written twice", name)
+			}
+			seen[name] = true
+			continue
+		}
+		if strings.HasPrefix(line, "# HELP ") {
+			continue
+		}
+		if !sampleLine.MatchString(line) {
+			t.Errorf("not a sample line: %q", line)
+		}
+	}
+}
+
+// promtoolCheck lints an exposition with Prometheus's own promtool (Debian
+// package prometheus): it parses it as the server does and flags missing
+// HELP, bad names and units, counters without _total. make test installs
+// it and sets JOURNALTEST_REQUIRE: then a missing one fails the test.
+func promtoolCheck(t *testing.T, out []byte) {
+	t.Helper()
+	bin, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("JOURNALTEST_REQUIRE") != "" {
+			t.Fatalf("promtool is needed (Debian package prometheus; make deps installs it): %v", err)
+		}
+		t.Logf("no promtool, exposition not linted: %v", err)
+		return
+	}
+	cmd := exec.Command(bin, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(out)
+	if msg, err := cmd.CombinedOutput(); err != nil || len(msg) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, msg)
+	}
+}
+
+// lineDiff marks the lines of want missing from got (-) and those of got
+// missing from want (+).
+func lineDiff(want, got string) string {
+	in := func(s, line string) bool { return strings.Contains("\n"+s, "\n"+line+"\n") }
+	var b strings.Builder
+	for l := range strings.Lines(want) {
+		if !in(got, strings.TrimSuffix(l, "\n")) {
+			b.WriteString("-" + l)
+		}
+	}
+	for l := range strings.Lines(got) {
+		if !in(want, strings.TrimSuffix(l, "\n")) {
+			b.WriteString("+" + l)
+		}
+	}
+	return b.String()
+}
+
+// BenchmarkWriteMetrics is one scrape's work on the Raspberry Pi 4 tree,
+// the hardware values cached (as between two scrapes a second apart) or
+// not, with the runtime and process families.
+func BenchmarkWriteMetrics(b *testing.B) {
+	root := b.TempDir()
+	if err := fixture.UnpackFile(filepath.Join("..", "board", "testdata", "rpi4.ttar"), root); err != nil {
+		b.Fatal(err)
+	}
+	for _, ttl := range []time.Duration{time.Hour, time.Nanosecond} {
+		src := info.New(info.Config{FS: hw.New(root), V4L2: v4l2test.Fake{}, TTL: ttl})
+		e := New(Config{Version: "x", Hardware: src.Hardware, AuthCounts: fixedCounts,
+			Sessions: func() int { return 0 }, LogFollowers: func() int { return 0 }, Runtime: true})
+		name := "cached"
+		if ttl < time.Second {
+			name = "read"
+		}
+		b.Run(name, func(b *testing.B) {
+			var buf bytes.Buffer
+			for b.Loop() {
+				buf.Reset()
+				if err := e.WriteMetrics(&buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
