@@ -26,7 +26,9 @@ FUZZ_TARGETS := \
 	FuzzParseThrottled:./hw/ \
 	FuzzFirstUsage:./hw/ \
 	FuzzUnpack:./internal/fixture/ \
-	FuzzParseEntry:./journal/
+	FuzzParseEntry:./journal/ \
+	FuzzBindName:./httpd/auth/ldapauth/ \
+	FuzzParseResponse:./httpd/auth/radiusauth/
 
 .PHONY: all build deps run test unit race smoke fuzz lint bench cross deb buildroot-check clean
 all: build

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"kvmd/httpd/auth"
+	"kvmd/httpd/auth/backend"
 )
 
 // authenticate finds the request's credentials in the order of the API
@@ -79,7 +80,13 @@ func authError(err error) error {
 	case errors.Is(err, auth.ErrForbidden):
 		return errForbidden
 	case errors.Is(err, auth.ErrUnavailable):
-		return Unavailable("The request ended before its password could be checked", err)
+		// The authenticator logs these itself, a line per burst.
+		e := Unavailable("The request ended before its password could be checked", err)
+		if errors.Is(err, backend.ErrUnavailable) {
+			e.Msg = "The authentication service is unavailable; try again later"
+		}
+		e.logged = true
+		return e
 	}
 	return internalError(err)
 }

@@ -46,6 +46,8 @@ type envOpts struct {
 	// with the env's counters (no hardware, no runtime families);
 	// metricsOpen without authentication.
 	metrics, metricsOpen bool
+	// external, when set, checks every user but its local ones.
+	external *auth.External
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -118,6 +120,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		lim.Free = o.limiterFreeFail
 	}
 	e.a = auth.New(users, tfa, &auth.Sessions{Idle: o.idle, Lifetime: o.lifetime, Max: 100}, lim, log)
+	e.a.External = o.external
 	e.a.Now = func() time.Time {
 		if n := e.clock.Load(); n != 0 {
 			return time.Unix(0, n)

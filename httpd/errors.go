@@ -20,6 +20,9 @@ type Error struct {
 	RetryAfter time.Duration
 	// Allow, when set, is sent as the Allow header (405).
 	Allow string
+	// logged says the cause was logged where it arose, at a bounded rate:
+	// a flood of such failures must not give a log line each.
+	logged bool
 }
 
 func (e *Error) Error() string {

@@ -156,7 +156,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var id Identity
 	if err := s.serve(rec, r, &id); err != nil {
 		e := asError(err)
-		if e.Status >= 500 {
+		if e.Status >= 500 && !e.logged {
 			s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 		if rec.status == 0 {

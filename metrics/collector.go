@@ -53,7 +53,8 @@ func newCollector(cfg Config) *collector {
 		authAttempts: d("kvmd_auth_attempts_total",
 			"Authentication attempts since the daemon started, by method (header, cookie, basic, peer, login) "+
 				"and result (ok; failed: wrong credentials or session, 403; blocked: refused unchecked "+
-				"while the address is rate-limited, 429).", "method", "result"),
+				"while the address is rate-limited, 429; unavailable: the password could not be checked, "+
+				"the authentication service being down or slow, 503).", "method", "result"),
 		sessions:     d("kvmd_sessions_active", "Live login sessions (auth_token cookies)."),
 		logFollowers: d("kvmd_log_followers_active", "Streams of /api/log?follow=1 open now."),
 	}}

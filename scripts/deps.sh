@@ -29,6 +29,11 @@ command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || need="$need fdis
 command -v shellcheck >/dev/null 2>&1 || need="$need shellcheck"
 command -v chromium >/dev/null 2>&1 || need="$need chromium"
 command -v prometheus >/dev/null 2>&1 || need="$need prometheus"
+# OpenLDAP's server and tools, and FreeRADIUS, for the external
+# authentication tests (each runs its own server on loopback).
+[ -x /usr/sbin/slapd ] || need="$need slapd"
+command -v ldapadd >/dev/null 2>&1 || need="$need ldap-utils"
+[ -x /usr/sbin/freeradius ] || need="$need freeradius"
 { command -v qemu-arm && command -v qemu-aarch64; } >/dev/null 2>&1 || need="$need qemu-user"
 [ -z "$need" ] && exit 0
 echo "installing:$need"
@@ -48,6 +53,8 @@ fi
 $sudo apt-get update -qq
 # shellcheck disable=SC2086
 $sudo apt-get install -y -qq --no-install-recommends $need >/dev/null
-case " $need " in
-*" prometheus "*) $sudo systemctl disable --quiet prometheus.service 2>/dev/null || true ;;
-esac
+for svc in prometheus slapd freeradius; do
+	case " $need " in
+	*" $svc "*) $sudo systemctl disable --quiet "$svc.service" 2>/dev/null || true ;;
+	esac
+done

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"kvmd/httpd/auth"
 )
 
 // Config is the configuration of kvmd serve. Every field is a flag and a
@@ -33,6 +36,27 @@ type Config struct {
 	LogFollowers    int           `yaml:"log-followers"`
 	MetricsAuth     bool          `yaml:"metrics-auth"`
 	Demo            bool          `yaml:"demo"`
+
+	// External authentication: which backend checks the passwords of
+	// every user but AuthLocalUsers, and each backend's settings.
+	AuthBackend            string        `yaml:"auth-backend"`
+	AuthLocalUsers         []string      `yaml:"auth-local-users"`
+	AuthCacheTTL           time.Duration `yaml:"auth-cache-ttl"`
+	AuthTimeout            time.Duration `yaml:"auth-timeout"`
+	LDAPURL                string        `yaml:"ldap-url"`
+	LDAPStartTLS           bool          `yaml:"ldap-starttls"`
+	LDAPCAFile             string        `yaml:"ldap-ca-file"`
+	LDAPInsecureSkipVerify bool          `yaml:"ldap-insecure-skip-verify"`
+	LDAPUserTemplate       string        `yaml:"ldap-user-template"`
+	LDAPBaseDN             string        `yaml:"ldap-base-dn"`
+	LDAPGroup              string        `yaml:"ldap-group"`
+	RADIUSServer           string        `yaml:"radius-server"`
+	RADIUSSecretFile       string        `yaml:"radius-secret-file"`
+	RADIUSRetries          int           `yaml:"radius-retries"`
+	RADIUSNASID            string        `yaml:"radius-nas-id"`
+	HTTPAuthURL            string        `yaml:"http-auth-url"`
+	HTTPAuthSecretFile     string        `yaml:"http-auth-secret-file"`
+	HTTPAuthCAFile         string        `yaml:"http-auth-ca-file"`
 }
 
 func defaultConfig() Config {
@@ -47,8 +71,17 @@ func defaultConfig() Config {
 		LogUnits:        []string{"kvmd.service", "kvmd-*.service"},
 		LogFollowers:    20,
 		MetricsAuth:     true,
+		AuthBackend:     "file",
+		AuthLocalUsers:  []string{"admin"},
+		AuthCacheTTL:    auth.DefaultCacheTTL,
+		AuthTimeout:     auth.DefaultTimeout,
+		RADIUSRetries:   2,
+		RADIUSNASID:     "kvmd",
 	}
 }
+
+// authBackends are the values of --auth-backend.
+var authBackends = []string{"file", "ldap", "radius", "http"}
 
 // defaultMeta is where PiKVM keeps the operator's description.
 const defaultMeta = "/etc/kvmd/meta.yaml"
@@ -96,6 +129,25 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.LogFollowers, "log-followers", cfg.LogFollowers, "most /api/log?follow=1 streams at once (beyond: 503)")
 	fs.BoolVar(&cfg.MetricsAuth, "metrics-auth", cfg.MetricsAuth, "require authentication for /api/export/prometheus/metrics (false: open to anyone who can connect)")
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode: throwaway users file with a generated password, printed at start")
+
+	fs.StringVar(&cfg.AuthBackend, "auth-backend", cfg.AuthBackend, "who checks passwords: file (the users file), ldap, radius or http")
+	fs.Var(&listFlag{list: &cfg.AuthLocalUsers}, "auth-local-users", "`users` checked against the users file only, never the backend (repeatable or comma-separated; empty: none)")
+	fs.DurationVar(&cfg.AuthCacheTTL, "auth-cache-ttl", cfg.AuthCacheTTL, "remember a password the backend accepted this long (0: never)")
+	fs.DurationVar(&cfg.AuthTimeout, "auth-timeout", cfg.AuthTimeout, "give up on the backend after this long (503)")
+	fs.StringVar(&cfg.LDAPURL, "ldap-url", cfg.LDAPURL, "LDAP server: ldaps://host[:port] or ldap://host[:port]")
+	fs.BoolVar(&cfg.LDAPStartTLS, "ldap-starttls", cfg.LDAPStartTLS, "upgrade an ldap:// connection with StartTLS")
+	fs.StringVar(&cfg.LDAPCAFile, "ldap-ca-file", cfg.LDAPCAFile, "PEM `file` of the CA certificates of the LDAP server (empty: the system's)")
+	fs.BoolVar(&cfg.LDAPInsecureSkipVerify, "ldap-insecure-skip-verify", cfg.LDAPInsecureSkipVerify, "accept any LDAP server certificate (unsafe: passwords can be intercepted)")
+	fs.StringVar(&cfg.LDAPUserTemplate, "ldap-user-template", cfg.LDAPUserTemplate, "bind name, {user} for the user: uid={user},ou=people,dc=example,dc=org or {user}@corp.example.com")
+	fs.StringVar(&cfg.LDAPBaseDN, "ldap-base-dn", cfg.LDAPBaseDN, "`DN` under which the user's entry is searched (for --ldap-group when the template is not a DN)")
+	fs.StringVar(&cfg.LDAPGroup, "ldap-group", cfg.LDAPGroup, "`DN` of a group users must be members of (empty: none)")
+	fs.StringVar(&cfg.RADIUSServer, "radius-server", cfg.RADIUSServer, "RADIUS server, `host:port` (port 1812 if none)")
+	fs.StringVar(&cfg.RADIUSSecretFile, "radius-secret-file", cfg.RADIUSSecretFile, "`file` holding the RADIUS shared secret")
+	fs.IntVar(&cfg.RADIUSRetries, "radius-retries", cfg.RADIUSRetries, "send a RADIUS request this many more times when no answer comes (within --auth-timeout)")
+	fs.StringVar(&cfg.RADIUSNASID, "radius-nas-id", cfg.RADIUSNASID, "NAS-Identifier sent to the RADIUS server")
+	fs.StringVar(&cfg.HTTPAuthURL, "http-auth-url", cfg.HTTPAuthURL, "`URL` the credentials are POSTed to as JSON (https, or http to a loopback address)")
+	fs.StringVar(&cfg.HTTPAuthSecretFile, "http-auth-secret-file", cfg.HTTPAuthSecretFile, "`file` holding the secret sent as Authorization: Bearer")
+	fs.StringVar(&cfg.HTTPAuthCAFile, "http-auth-ca-file", cfg.HTTPAuthCAFile, "PEM `file` of the CA certificates of the HTTP service (empty: the system's)")
 	return fs
 }
 
@@ -148,6 +200,86 @@ func (c *Config) check() error {
 	}
 	if c.LogFollowers < 1 {
 		return errors.New("--log-followers must be at least 1")
+	}
+	return c.checkAuth()
+}
+
+// checkAuth checks the external authentication settings, and puts the
+// local users in canonical form.
+func (c *Config) checkAuth() error {
+	if !slices.Contains(authBackends, c.AuthBackend) {
+		return fmt.Errorf("--auth-backend %q: want one of %s", c.AuthBackend, strings.Join(authBackends, ", "))
+	}
+	var local []string
+	for _, item := range c.AuthLocalUsers {
+		for u := range strings.SplitSeq(item, ",") {
+			if u = strings.TrimSpace(u); u == "" {
+				continue
+			}
+			if err := auth.ValidUser(u); err != nil {
+				return fmt.Errorf("--auth-local-users %q: %w", u, err)
+			}
+			if !slices.Contains(local, u) {
+				local = append(local, u)
+			}
+		}
+	}
+	c.AuthLocalUsers = local
+	if c.AuthCacheTTL < 0 {
+		return errors.New("--auth-cache-ttl cannot be negative")
+	}
+	if c.AuthTimeout <= 0 {
+		return errors.New("--auth-timeout must be positive")
+	}
+	if c.RADIUSRetries < 0 {
+		return errors.New("--radius-retries cannot be negative")
+	}
+
+	// Each backend's required settings, and no setting of another backend:
+	// an --ldap-url without --auth-backend ldap is a mistake to report,
+	// not a setting to ignore.
+	type setting struct {
+		flag     string
+		set      bool
+		required bool
+	}
+	settings := map[string][]setting{
+		"ldap": {
+			{"ldap-url", c.LDAPURL != "", true},
+			{"ldap-user-template", c.LDAPUserTemplate != "", true},
+			{"ldap-starttls", c.LDAPStartTLS, false},
+			{"ldap-ca-file", c.LDAPCAFile != "", false},
+			{"ldap-insecure-skip-verify", c.LDAPInsecureSkipVerify, false},
+			{"ldap-base-dn", c.LDAPBaseDN != "", false},
+			{"ldap-group", c.LDAPGroup != "", false},
+		},
+		"radius": {
+			{"radius-server", c.RADIUSServer != "", true},
+			{"radius-secret-file", c.RADIUSSecretFile != "", true},
+		},
+		"http": {
+			{"http-auth-url", c.HTTPAuthURL != "", true},
+			{"http-auth-secret-file", c.HTTPAuthSecretFile != "", true},
+			{"http-auth-ca-file", c.HTTPAuthCAFile != "", false},
+		},
+	}
+	for _, b := range authBackends[1:] {
+		for _, s := range settings[b] {
+			switch {
+			case b == c.AuthBackend && s.required && !s.set:
+				return fmt.Errorf("--auth-backend %s needs --%s", b, s.flag)
+			case b != c.AuthBackend && s.set:
+				return fmt.Errorf("--%s is set, but --auth-backend is %s, not %s", s.flag, c.AuthBackend, b)
+			}
+		}
+	}
+	if c.AuthBackend == "ldap" {
+		if !strings.Contains(c.LDAPUserTemplate, "{user}") {
+			return fmt.Errorf("--ldap-user-template %q has no {user}", c.LDAPUserTemplate)
+		}
+		if c.LDAPStartTLS && strings.HasPrefix(strings.ToLower(c.LDAPURL), "ldaps:") {
+			return errors.New("--ldap-starttls goes with an ldap:// URL; an ldaps:// one is TLS from the start")
+		}
 	}
 	return nil
 }

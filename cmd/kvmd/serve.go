@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	a := auth.New(users, tfa, sessions, auth.NewLimiter(), authLog)
+	if a.External, err = external(cfg, users, authLog); err != nil {
+		return err
+	}
 	src := info.New(info.Config{
 		FS: hw.New(cfg.Root), V4L2: v4l2, MetaPath: cfg.Meta, ExtrasDir: cfg.Extras,
 		Version: version, TwoFactor: a.TwoFactor, Log: log.With("component", "info"),
@@ -131,6 +135,35 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		<-stopping // systemd hears STOPPING=1 before the process is gone
 	}
 	return err
+}
+
+// external returns what checks the passwords of the users that are not
+// local, or nil when the users file checks everyone's.
+func external(cfg Config, users *auth.Users, log *slog.Logger) (*auth.External, error) {
+	b, err := newBackend(cfg)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	ext, err := auth.NewExternal(auth.ExternalConfig{
+		Backend: b, Local: cfg.AuthLocalUsers, CacheTTL: cfg.AuthCacheTTL, Timeout: cfg.AuthTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("external authentication", "backend", b.Name(), "local_users", strings.Join(cfg.AuthLocalUsers, ","),
+		"cache_ttl", cfg.AuthCacheTTL.String(), "timeout", cfg.AuthTimeout.String())
+	var ignored []string
+	for _, u := range users.Names() {
+		if !ext.Local(u) {
+			ignored = append(ignored, u)
+		}
+	}
+	if len(ignored) > 0 {
+		slices.Sort(ignored)
+		log.Warn("users in the users file but not in auth-local-users: their file passwords are not accepted, only the backend's",
+			"users", strings.Join(ignored, ","), "backend", b.Name())
+	}
+	return ext, nil
 }
 
 // listeners returns the sockets systemd passed (socket activation), or

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"kvmd/httpd/auth/backend"
 )
 
 // Method names how a request proved who it is. The names are the ones
@@ -38,6 +41,10 @@ const (
 	// ResultBlocked is a password not even checked: its address is
 	// blocked after too many failures (429).
 	ResultBlocked
+	// ResultUnavailable is a password that could not be checked: the
+	// authentication service is down or slow, or the request ended
+	// while waiting for its turn (503).
+	ResultUnavailable
 	numResults
 )
 
@@ -49,6 +56,8 @@ func (r Result) String() string {
 		return "failed"
 	case ResultBlocked:
 		return "blocked"
+	case ResultUnavailable:
+		return "unavailable"
 	}
 	return fmt.Sprintf("Result(%d)", uint8(r))
 }
@@ -78,8 +87,10 @@ type Count struct {
 var (
 	// ErrForbidden is a wrong user, password, 2FA code or session.
 	ErrForbidden = errors.New("auth: forbidden")
-	// ErrUnavailable is a check that could not be made now (the request
-	// ended while waiting for its turn).
+	// ErrUnavailable is a check that could not be made now: the request
+	// ended while waiting for its turn, or the authentication service is
+	// down or did not answer in time (then the error wraps
+	// backend.ErrUnavailable too).
 	ErrUnavailable = errors.New("auth: unavailable")
 )
 
@@ -95,15 +106,22 @@ func (e *RateLimitedError) Error() string {
 // password actually checked against its hash. Repeated per-request
 // successes answered from the cache are left to the access log. Every
 // decision, logged or not, is counted (Counts).
+//
+// With External set, the passwords of every user but External's local
+// ones go to its backend instead of the users file; 2FA, sessions, the
+// Limiter, the log and the counters work the same for both. The users file
+// is not a fallback: a user who is not local is never checked against it.
 type Authenticator struct {
 	Users    *Users
-	TOTP     *TOTP // nil: 2FA not configured
+	TOTP     *TOTP     // nil: 2FA not configured
+	External *External // nil: the users file for everyone
 	Sessions *Sessions
 	Limiter  *Limiter
 	Log      *slog.Logger
 	Now      func() time.Time
 
-	counts counters
+	counts      counters
+	unavailable logLimit
 }
 
 // New wires an Authenticator: the users file's changes end the sessions of
@@ -125,16 +143,63 @@ func addrString(a netip.Addr) string {
 	return a.Unmap().String()
 }
 
-func (a *Authenticator) fail(user string, m Method, addr netip.Addr, reason string) error {
+func (a *Authenticator) fail(user string, m Method, addr netip.Addr, reason string, extra ...any) error {
 	now := a.Now()
 	wait := a.Limiter.Failure(addr, now)
 	args := []any{"user", user, "method", string(m), "addr", addrString(addr), "reason", reason}
 	if wait > 0 {
 		args = append(args, "blocked", wait.Round(time.Second).String())
 	}
-	a.Log.Warn("auth failed", args...)
+	a.Log.Warn("auth failed", append(args, extra...)...)
 	a.counts.add(m, ResultFailed)
 	return ErrForbidden
+}
+
+// unavailableLogEvery is the least time between two log lines about
+// checks that could not be made: a flood while the service is down gives
+// one line and a count of the others, not a line per request.
+const unavailableLogEvery = 10 * time.Second
+
+// logLimit lets one line through per unavailableLogEvery and counts the
+// ones it holds back.
+type logLimit struct {
+	mu         sync.Mutex
+	next       time.Time
+	suppressed int
+}
+
+// allow reports whether to log now, and how many lines were held back
+// since the last one.
+func (l *logLimit) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Before(l.next) {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.next, l.suppressed = now.Add(unavailableLogEvery), 0
+	return true, n
+}
+
+// unavailableErr counts and logs a check that could not be made. It is no
+// failure for the Limiter: the password was not found wrong.
+func (a *Authenticator) unavailableErr(user string, m Method, addr netip.Addr, via string, err error) error {
+	a.counts.add(m, ResultUnavailable)
+	if ok, held := a.unavailable.allow(a.Now()); ok {
+		args := []any{"user", user, "method", string(m), "addr", addrString(addr), "err", err.Error()}
+		if via != "" {
+			args = append(args, "backend", via)
+		}
+		if held > 0 {
+			args = append(args, "suppressed", held)
+		}
+		a.Log.Warn("auth unavailable", args...)
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
 }
 
 // Counts returns the attempts counted since the start, by method and
@@ -167,8 +232,8 @@ func (a *Authenticator) TwoFactor() bool {
 }
 
 // Password checks user's password (with the 2FA code at its end when 2FA
-// is on). It returns nil, ErrForbidden, ErrUnavailable or a
-// *RateLimitedError.
+// is on), against the users file or External's backend. It returns nil,
+// ErrForbidden, an error wrapping ErrUnavailable, or a *RateLimitedError.
 func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Method, addr netip.Addr) error {
 	now := a.Now()
 	if wait := a.Limiter.Blocked(addr, now); wait > 0 {
@@ -191,9 +256,25 @@ func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Met
 			}
 		}
 	}
-	ok, cached, err := a.Users.Verify(ctx, user, passwd)
+	var (
+		ok, cached bool
+		err        error
+		name       string // the backend's, "" for the users file
+		via        []any  // the backend, for the log
+	)
+	if a.External != nil && !a.External.Local(user) {
+		name = a.External.Name()
+		via = []any{"backend", name}
+		cached, err = a.External.Verify(ctx, user, passwd, now)
+		if errors.Is(err, backend.ErrRejected) {
+			return a.fail(user, m, addr, "wrong user or password", append(via, "detail", err.Error())...)
+		}
+		ok = err == nil
+	} else {
+		ok, cached, err = a.Users.Verify(ctx, user, passwd)
+	}
 	if err != nil {
-		return ErrUnavailable
+		return a.unavailableErr(user, m, addr, name, err)
 	}
 	if !ok {
 		return a.fail(user, m, addr, "wrong user or password")
@@ -201,7 +282,7 @@ func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Met
 	a.Limiter.Success(addr)
 	a.counts.add(m, ResultOK)
 	if !cached || m == MethodLogin {
-		a.Log.Info("auth ok", "user", user, "method", string(m), "addr", addrString(addr))
+		a.Log.Info("auth ok", append([]any{"user", user, "method", string(m), "addr", addrString(addr)}, via...)...)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -51,26 +52,37 @@ func TestCounts(t *testing.T) {
 		t.Errorf("ActiveSessions() = %d, want 1", n)
 	}
 
-	want := map[Method][3]uint64{
-		MethodHeader: {0, 2, 1},
-		MethodCookie: {1, 1, 0},
-		MethodBasic:  {2, 0, 0},
-		MethodPeer:   {1, 0, 0},
-		MethodLogin:  {1, 0, 0},
+	// A request that ends while waiting for a slow-hash turn.
+	for range cap(a.Users.slow) {
+		a.Users.slow <- struct{}{}
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.Password(ended, "admin", "other", MethodLogin, here); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("ended request: %v, want ErrUnavailable", err)
+	}
+
+	want := map[Method][numResults]uint64{
+		MethodHeader: {0, 2, 1, 0},
+		MethodCookie: {1, 1, 0, 0},
+		MethodBasic:  {2, 0, 0, 0},
+		MethodPeer:   {1, 0, 0, 0},
+		MethodLogin:  {1, 0, 0, 1},
 	}
 	counts := a.Counts()
-	if len(counts) != len(Methods)*3 {
-		t.Fatalf("%d counts, want %d", len(counts), len(Methods)*3)
+	const nr = int(numResults)
+	if len(counts) != len(Methods)*nr {
+		t.Fatalf("%d counts, want %d", len(counts), len(Methods)*nr)
 	}
 	for i, c := range counts {
-		if m, r := Methods[i/3], Result(i%3); c.Method != m || c.Result != r {
+		if m, r := Methods[i/nr], Result(i%nr); c.Method != m || c.Result != r {
 			t.Errorf("count %d is %s/%s, want %s/%s", i, c.Method, c.Result, m, r)
 		}
 		if c.N != want[c.Method][c.Result] {
 			t.Errorf("%s/%s = %d, want %d", c.Method, c.Result, c.N, want[c.Method][c.Result])
 		}
 	}
-	for r, s := range map[Result]string{ResultOK: "ok", ResultFailed: "failed", ResultBlocked: "blocked", 7: "Result(7)"} {
+	for r, s := range map[Result]string{ResultOK: "ok", ResultFailed: "failed", ResultBlocked: "blocked", ResultUnavailable: "unavailable", 7: "Result(7)"} {
 		if r.String() != s {
 			t.Errorf("Result(%d).String() = %q, want %q", r, r.String(), s)
 		}
