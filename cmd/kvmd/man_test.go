@@ -471,21 +471,6 @@ Default: \fBnot this\fR.
 	}
 }
 
-// manTool finds a linter. make test installs them (make deps) and sets
-// JOURNALTEST_REQUIRE, the flag of "the Debian packages are installed"
-// there: then a missing one fails the test rather than skipping it.
-func manTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("JOURNALTEST_REQUIRE") != "" {
-			t.Fatalf("%s is needed (Debian package %s; make deps installs it): %v", name, pkg, err)
-		}
-		t.Skipf("no %s (Debian package %s): %v", name, pkg, err)
-	}
-	return path
-}
-
 // TestManLint lints the page with mandoc and with groff (what man renders
 // it with, and lintian checks it with): any message fails.
 func TestManLint(t *testing.T) {
@@ -507,7 +492,7 @@ func TestManLint(t *testing.T) {
 		{"groff", "groff-base", []string{"-man", "-Tutf8", "-ww", "-z"}},
 	} {
 		t.Run(l.name, func(t *testing.T) {
-			bin := manTool(t, l.name, l.pkg)
+			bin := needTool(t, l.name, l.pkg)
 			lint := func(path string) (string, error) {
 				out, err := exec.Command(bin, append(l.args, path)...).CombinedOutput()
 				return strings.TrimSpace(string(out)), err

@@ -19,26 +19,12 @@ import (
 	"kvmd/journal/journaltest"
 )
 
-// needPrometheus finds Debian's prometheus (make deps installs it). Where
-// make test sets JOURNALTEST_REQUIRE, a missing one fails the test.
-func needPrometheus(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("JOURNALTEST_REQUIRE") != "" {
-			t.Fatalf("prometheus is needed (Debian package prometheus; make deps installs it): %v", err)
-		}
-		t.Skipf("no prometheus (Debian package prometheus): %v", err)
-	}
-	return path
-}
-
 // startPrometheus runs a Prometheus server of its own, in a temporary
 // directory, scraping target's metrics every second with Basic
 // credentials, and returns its address.
 func startPrometheus(t *testing.T, target, user, passwd string) string {
 	t.Helper()
-	bin := needPrometheus(t)
+	bin := needTool(t, "prometheus", "prometheus")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "passwd"), []byte(passwd+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -16,17 +16,18 @@ const unitDir = "../../systemd"
 
 var unitFiles = []string{"kvmd.service", "kvmd.socket", "kvmd-firstboot.service"}
 
-// needTool finds a systemd tool. They ship in Debian's systemd package,
-// with journalctl: where the journal tests must run (make test sets
-// JOURNALTEST_REQUIRE), these must too.
-func needTool(t *testing.T, name string) string {
+// needTool finds a command from the Debian package pkg. make test
+// installs them (make deps) and sets JOURNALTEST_REQUIRE, the flag of
+// "the Debian packages are installed": then a missing one fails the test
+// rather than skipping it.
+func needTool(t *testing.T, name, pkg string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("JOURNALTEST_REQUIRE") != "" {
-			t.Fatalf("%s is needed (Debian package systemd): %v", name, err)
+			t.Fatalf("%s is needed (Debian package %s; make deps installs it): %v", name, pkg, err)
 		}
-		t.Skipf("no %s: %v", name, err)
+		t.Skipf("no %s (Debian package %s): %v", name, pkg, err)
 	}
 	return path
 }
@@ -66,7 +67,7 @@ func verify(t *testing.T, dir string) (string, error) {
 	for _, name := range unitFiles {
 		args = append(args, filepath.Join(dir, name))
 	}
-	out, err := exec.Command(needTool(t, "systemd-analyze"), args...).CombinedOutput()
+	out, err := exec.Command(needTool(t, "systemd-analyze", "systemd"), args...).CombinedOutput()
 	return string(out), err
 }
 
@@ -218,7 +219,7 @@ func TestSystemdHardening(t *testing.T) {
 	// lowest a network daemon with device access gets there. A newer
 	// systemd may score differently; raise the threshold only for that.
 	dir := unitCopies(t)
-	out, err := exec.Command(needTool(t, "systemd-analyze"), "security", "--offline=true", "--threshold=20", "--no-pager",
+	out, err := exec.Command(needTool(t, "systemd-analyze", "systemd"), "security", "--offline=true", "--threshold=20", "--no-pager",
 		filepath.Join(dir, "kvmd.service")).CombinedOutput()
 	if err != nil {
 		var lost []string // systemd's table, less the checks passed
@@ -269,7 +270,7 @@ func TestSysusers(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(root, "etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(needTool(t, "systemd-sysusers"), "--root="+root, conf).CombinedOutput()
+	out, err := exec.Command(needTool(t, "systemd-sysusers", "systemd"), "--root="+root, conf).CombinedOutput()
 	if err != nil {
 		t.Fatalf("systemd-sysusers: %v\n%s", err, out)
 	}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,13 +30,7 @@ const screenshotDir = "../../docs/screenshots"
 // pages it is sent to.
 func startBrowser(t *testing.T) context.Context {
 	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("JOURNALTEST_REQUIRE") != "" {
-			t.Fatalf("chromium is needed (Debian package chromium; make deps): %v", err)
-		}
-		t.Skipf("no chromium: %v", err)
-	}
+	path := needTool(t, "chromium", "chromium")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
