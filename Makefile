@@ -16,9 +16,9 @@ FUZZ_TARGETS := \
 	FuzzSessionToken:./httpd/ \
 	FuzzParseLogin:./httpd/ \
 	FuzzAuthHeaders:./httpd/ \
-	FuzzParseLine:./httpd/auth/ \
-	FuzzParseHash:./httpd/auth/ \
-	FuzzParseHtpasswd:./httpd/auth/ \
+	FuzzParseLine:./auth/ \
+	FuzzParseHash:./auth/ \
+	FuzzParseHtpasswd:./auth/ \
 	FuzzRespReader:./cmd/kvmbench/ \
 	FuzzParseFields:./info/ \
 	FuzzParseMeminfo:./hw/ \
@@ -27,8 +27,8 @@ FUZZ_TARGETS := \
 	FuzzFirstUsage:./hw/ \
 	FuzzUnpack:./internal/fixture/ \
 	FuzzParseEntry:./journal/ \
-	FuzzBindName:./httpd/auth/ldapauth/ \
-	FuzzParseResponse:./httpd/auth/radiusauth/
+	FuzzBindName:./auth/ldapauth/ \
+	FuzzParseResponse:./auth/radiusauth/
 
 .PHONY: all build deps run test unit race smoke fuzz lint bench cross deb buildroot-check clean
 all: build

@@ -14,7 +14,7 @@ import (
 
 // The daemon's 2FA codes (API.md section 2): 6 digits of TOTP (RFC 6238,
 // SHA1) over 30 s steps. It accepts the codes of the previous, current and
-// next step (httpd/auth/totp.go: Skew 1).
+// next step (auth/totp.go: Skew 1).
 const (
 	// Period is the length of a step: a code is valid for one.
 	Period = 30 * time.Second

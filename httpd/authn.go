@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"kvmd/httpd/auth"
-	"kvmd/httpd/auth/backend"
+	"kvmd/auth"
+	"kvmd/auth/backend"
 )
 
 // authenticate finds the request's credentials in the order of the API

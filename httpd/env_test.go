@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 	"kvmd/metrics"
 )
 

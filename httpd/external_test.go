@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"kvmd/httpd/auth"
-	"kvmd/httpd/auth/backend"
-	"kvmd/httpd/auth/backend/backendtest"
+	"kvmd/auth"
+	"kvmd/auth/backend"
+	"kvmd/auth/backend/backendtest"
 )
 
 // TestExternalAuth checks the HTTP answers with an external backend: its

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 )
 
 func FuzzParseBasic(f *testing.F) {

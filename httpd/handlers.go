@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 )
 
 // loginForm is the body of POST /api/auth/login.

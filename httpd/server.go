@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 )
 
 // Config is what New needs. Zero durations and sizes take the defaults.

@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 	"kvmd/info"
 )
 

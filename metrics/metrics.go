@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 	"kvmd/info"
 )
 

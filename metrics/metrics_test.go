@@ -16,7 +16,7 @@ import (
 	"periph.io/x/conn/v3/gpio/gpioreg"
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 	"kvmd/hw"
 	"kvmd/hw/v4l2test"
 	"kvmd/info"

@@ -1,17 +1,17 @@
 #!/bin/bash
-# Regenerates the password hash test vectors of httpd/auth from the real
+# Regenerates the password hash test vectors of auth from the real
 # tools, so that the tests check our verifiers against what those tools
 # write rather than against our own idea of the formats.
 #
 # Needs: apache2-utils (htpasswd), openssl, whois (mkpasswd). Salts are
 # random: every run writes different, equally valid vectors.
 #
-# Output, under httpd/auth/testdata/:
+# Output, under auth/testdata/:
 #   hash-vectors.tsv  tool <TAB> password <TAB> hash, one vector a line
 #   htpasswd.apache   a users file written by htpasswd itself
 set -euo pipefail
 
-cd "$(dirname "$0")/../httpd/auth/testdata"
+cd "$(dirname "$0")/../auth/testdata"
 for tool in htpasswd openssl mkpasswd base64; do
 	command -v "$tool" >/dev/null || { echo "$0: $tool not found" >&2; exit 1; }
 done
@@ -71,7 +71,7 @@ vector "htpasswd -5" "hunter2" "$(from_htpasswd hunter2 -5)"
 vector "mkpasswd -m sha-512" "hunter2" "$(printf '%s' hunter2 | mkpasswd -s -m sha-512)"
 
 {
-	echo "# Test vectors for httpd/auth, written by scripts/gen-hash-vectors.sh."
+	echo "# Test vectors for auth, written by scripts/gen-hash-vectors.sh."
 	echo "# tool<TAB>password<TAB>hash"
 	cat "$out"
 } >hash-vectors.tsv

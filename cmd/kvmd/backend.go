@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 
-	"kvmd/httpd/auth/backend"
-	"kvmd/httpd/auth/httpauth"
-	"kvmd/httpd/auth/ldapauth"
-	"kvmd/httpd/auth/radiusauth"
+	"kvmd/auth/backend"
+	"kvmd/auth/httpauth"
+	"kvmd/auth/ldapauth"
+	"kvmd/auth/radiusauth"
 )
 
 // newBackend returns the password checker --auth-backend names, or nil

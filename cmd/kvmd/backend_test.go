@@ -15,7 +15,7 @@ import (
 
 	"github.com/pquerna/otp/totp"
 
-	"kvmd/httpd/auth/ldapauth/ldaptest"
+	"kvmd/auth/ldapauth/ldaptest"
 	"kvmd/internal/testutil"
 )
 

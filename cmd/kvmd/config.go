@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 )
 
 // Config is the configuration of kvmd serve. Every field is a flag and a

@@ -15,8 +15,8 @@ import (
 	"periph.io/x/conn/v3/gpio/gpioreg"
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
+	"kvmd/auth"
 	"kvmd/board"
-	"kvmd/httpd/auth"
 	"kvmd/hw"
 	"kvmd/hw/v4l2test"
 	"kvmd/internal/fixture"

@@ -27,7 +27,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 	"kvmd/internal/atomicfile"
 )
 

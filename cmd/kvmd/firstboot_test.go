@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 )
 
 // fbDirs is a device's tree for firstboot in a temporary directory.

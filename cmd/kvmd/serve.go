@@ -19,8 +19,8 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
 
+	"kvmd/auth"
 	"kvmd/httpd"
-	"kvmd/httpd/auth"
 	"kvmd/hw"
 	"kvmd/info"
 	"kvmd/journal"

@@ -16,7 +16,7 @@ import (
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 	"kvmd/internal/atomicfile"
 )
 

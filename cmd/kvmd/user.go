@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/term"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 	"kvmd/internal/atomicfile"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"kvmd/httpd/auth"
+	"kvmd/auth"
 )
 
 // kvmdBin is the kvmd binary built once for the package's tests.

@@ -17,9 +17,9 @@ import (
 	"layeh.com/radius/rfc2865"
 	"layeh.com/radius/rfc2869"
 
-	"kvmd/httpd/auth/backend"
-	"kvmd/httpd/auth/radiusauth"
-	"kvmd/httpd/auth/radiusauth/radiustest"
+	"kvmd/auth/backend"
+	"kvmd/auth/radiusauth"
+	"kvmd/auth/radiusauth/radiustest"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"kvmd/httpd/auth/backend"
+	"kvmd/auth/backend"
 )
 
 // The defaults of ExternalConfig.

@@ -70,7 +70,7 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 
-	"kvmd/httpd/auth/backend"
+	"kvmd/auth/backend"
 )
 
 // DefaultTimeout bounds a Verify whose Config.Timeout is zero.

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"kvmd/httpd/auth/backend"
+	"kvmd/auth/backend"
 )
 
 // Method names how a request proved who it is. The names are the ones

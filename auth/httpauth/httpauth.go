@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"kvmd/httpd/auth/backend"
+	"kvmd/auth/backend"
 )
 
 // DefaultTimeout bounds a check when Config.Timeout is zero.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 
-	"kvmd/httpd/auth/backend"
-	"kvmd/httpd/auth/ldapauth/ldaptest"
+	"kvmd/auth/backend"
+	"kvmd/auth/ldapauth/ldaptest"
 )
 
 // adWhoAmI is a connection to slapd that answers "Who am I?" as Active

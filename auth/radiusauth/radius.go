@@ -19,7 +19,7 @@ import (
 	"layeh.com/radius/rfc2865"
 	"layeh.com/radius/rfc2869"
 
-	"kvmd/httpd/auth/backend"
+	"kvmd/auth/backend"
 )
 
 const (

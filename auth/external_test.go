@@ -18,8 +18,8 @@ import (
 
 	"github.com/pquerna/otp/totp"
 
-	"kvmd/httpd/auth/backend"
-	"kvmd/httpd/auth/backend/backendtest"
+	"kvmd/auth/backend"
+	"kvmd/auth/backend/backendtest"
 	"kvmd/internal/testutil"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"kvmd/httpd/auth/backend"
+	"kvmd/auth/backend"
 )
 
 // Fake is an in-memory backend.Backend. Its zero value knows no user.

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"kvmd/httpd/auth/backend"
+	"kvmd/auth/backend"
 )
 
 const secret = "s3cr3t-t0ken"

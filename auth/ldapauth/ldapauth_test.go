@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"kvmd/httpd/auth/backend"
-	"kvmd/httpd/auth/ldapauth"
-	"kvmd/httpd/auth/ldapauth/ldaptest"
+	"kvmd/auth/backend"
+	"kvmd/auth/ldapauth"
+	"kvmd/auth/ldapauth/ldaptest"
 )
 
 // want is what a Verify must return: nil, or an error wrapping one of the
