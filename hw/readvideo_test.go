@@ -56,10 +56,16 @@ var errMustNotAsk = errors.New("DV timings must not be asked of uvcvideo")
 func TestReadVideo(t *testing.T) {
 	unicam := func(v hw.Video) hw.Video {
 		v.Device, v.Driver, v.Card = ref("/dev/video0"), ref("unicam"), ref("unicam-image")
+		if v.Status != "unknown" {
+			v.Source = ref("/dev/video0")
+		}
 		return v
 	}
 	uvc := func(v hw.Video) hw.Video {
 		v.Device, v.Driver, v.Card = ref("/dev/video0"), ref("uvcvideo"), ref("USB Video: USB Video")
+		if v.Resolution != nil {
+			v.Source = ref("/dev/video0")
+		}
 		return v
 	}
 	for _, tt := range []struct {
@@ -118,23 +124,23 @@ func TestReadVideo(t *testing.T) {
 		nodes: tc358743,
 		dev: &v4l2test.Device{Err: hw.ErrNotSupported,
 			Fmt: hw.Format{Width: 1640, Height: 1232, FPS: 30, PixelFormat: "pBAA"}},
-		want: unicam(hw.Video{Resolution: &hw.Resolution{Width: 1640, Height: 1232}, FPS: ref(30.0), Status: "unknown"}),
+		want: unicam(hw.Video{Resolution: &hw.Resolution{Width: 1640, Height: 1232}, FPS: ref(30.0), Status: "no_detection"}),
 	}, {
 		name:  "usb dongle",
 		nodes: dongle,
 		dev: &v4l2test.Device{Err: errMustNotAsk,
 			Fmt: hw.Format{Width: 1920, Height: 1080, FPS: 30, PixelFormat: "MJPG"}},
-		want: uvc(hw.Video{Resolution: &hw.Resolution{Width: 1920, Height: 1080}, FPS: ref(30.0), Status: "unknown"}),
+		want: uvc(hw.Video{Resolution: &hw.Resolution{Width: 1920, Height: 1080}, FPS: ref(30.0), Status: "no_detection"}),
 	}, {
 		name:  "usb dongle without a frame rate",
 		nodes: dongle,
 		dev:   &v4l2test.Device{Err: errMustNotAsk, Fmt: hw.Format{Width: 1280, Height: 720, PixelFormat: "YUYV"}},
-		want:  uvc(hw.Video{Resolution: &hw.Resolution{Width: 1280, Height: 720}, Status: "unknown"}),
+		want:  uvc(hw.Video{Resolution: &hw.Resolution{Width: 1280, Height: 720}, Status: "no_detection"}),
 	}, {
 		name:  "usb dongle: no format",
 		nodes: dongle,
 		dev:   &v4l2test.Device{Err: errMustNotAsk, FmtErr: hw.ErrNotSupported},
-		want:  uvc(hw.Video{Status: "unknown"}),
+		want:  uvc(hw.Video{Status: "no_detection"}),
 	}, {
 		name:    "usb dongle: format fails",
 		nodes:   dongle,
@@ -148,10 +154,10 @@ func TestReadVideo(t *testing.T) {
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := videoRoot(t, tt.nodes)
-			fake := v4l2test.Fake{}
+			fake := &v4l2test.Fake{}
 			if tt.dev != nil {
 				// Keyed by the host path ReadVideo must ask about.
-				fake[f.Path("dev/video0")] = tt.dev
+				fake.Set(f.Path("dev/video0"), *tt.dev)
 			}
 			got, err := hw.ReadVideo(f, fake)
 			if (err != nil) != tt.wantErr || errors.Is(err, errMustNotAsk) || hw.Absent(err) {
@@ -180,7 +186,7 @@ func TestReadVideoAbsent(t *testing.T) {
 		"metadata only":  videoRoot(t, map[string][3]string{"video1": {"unicam-embedded", "1", "unicam"}}),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got, err := hw.ReadVideo(f, v4l2test.Fake{}); !hw.Absent(err) || got != (hw.Video{}) {
+			if got, err := hw.ReadVideo(f, &v4l2test.Fake{}); !hw.Absent(err) || got != (hw.Video{}) {
 				t.Errorf("ReadVideo() = %+v, %v; want zero and fs.ErrNotExist", got, err)
 			}
 		})
@@ -189,12 +195,13 @@ func TestReadVideoAbsent(t *testing.T) {
 
 func TestVideoJSON(t *testing.T) {
 	f := videoRoot(t, tc358743)
-	fake := v4l2test.Fake{"video0": {Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60}}}
+	fake := v4l2test.New(map[string]v4l2test.Device{"video0": {Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60}}})
 	got, err := hw.ReadVideo(f, fake)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"device":"/dev/video0","driver":"unicam","card":"unicam-image","signal":true,` +
+	want := `{"device":"/dev/video0","driver":"unicam","card":"unicam-image","media":null,"receiver":null,` +
+		`"bridge":null,"source":"/dev/video0","signal":true,` +
 		`"resolution":{"width":1920,"height":1080},"fps":60,"status":"ok"}`
 	if j := jsonString(t, got); j != want {
 		t.Errorf("JSON\n got %s\nwant %s", j, want)
@@ -204,7 +211,8 @@ func TestVideoJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = `{"device":"/dev/video0","driver":"unicam","card":"unicam-image","signal":false,` +
+	want = `{"device":"/dev/video0","driver":"unicam","card":"unicam-image","media":null,"receiver":null,` +
+		`"bridge":null,"source":"/dev/video0","signal":false,` +
 		`"resolution":null,"fps":null,"status":"no_signal"}`
 	if j := jsonString(t, got); j != want {
 		t.Errorf("JSON\n got %s\nwant %s", j, want)
@@ -215,7 +223,7 @@ func TestVideoJSON(t *testing.T) {
 // goes, as a demo daemon does (run with -race).
 func TestReadVideoWhileSignalChanges(t *testing.T) {
 	f := videoRoot(t, tc358743)
-	fake := v4l2test.Fake{}
+	fake := &v4l2test.Fake{}
 	states := []v4l2test.Device{
 		{Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60}},
 		{Err: hw.ErrNoSignal},

@@ -88,6 +88,7 @@ const (
 	vidiocGFmt                  = (iocRead|iocWrite)<<30 | uint(unsafe.Sizeof(v4l2Format{}))<<16 | 'V'<<8 | 4
 	vidiocGParm                 = (iocRead|iocWrite)<<30 | uint(unsafe.Sizeof(v4l2StreamParm{}))<<16 | 'V'<<8 | 21
 	vidiocQueryDVTimings        = iocRead<<30 | uint(unsafe.Sizeof(v4l2DVTimings{}))<<16 | 'V'<<8 | 99
+	vidiocSubdevQueryDVTimings  = vidiocQueryDVTimings // include/uapi/linux/v4l2-subdev.h: the same _IOR('V', 99, struct v4l2_dv_timings)
 	v4l2BufTypeCapture          = 1
 	v4l2BufTypeCaptureMPlane    = 9
 	v4l2DVBT6561120             = 0 // the only DV timings type
@@ -96,7 +97,9 @@ const (
 	v4l2PixFmtFlagBE            = 1 << 31
 )
 
-// DVTimings queries the timings the receiver at dev detects.
+// DVTimings queries the timings the receiver at dev detects: a video node
+// that passes the query on to its source, or the source's own sub-device
+// node (VIDIOC_SUBDEV_QUERY_DV_TIMINGS, the same request).
 func (DeviceV4L2) DVTimings(dev string) (Timings, error) {
 	var t v4l2DVTimings
 	if err := ioctlNode(dev, vidiocQueryDVTimings, unsafe.Pointer(&t)); err != nil {
@@ -201,14 +204,21 @@ func fourCC(v uint32) string {
 	return s
 }
 
-// ioctlNode opens dev and issues one ioctl with arg, retrying when a
-// signal interrupts it.
+// ioctlNode opens dev and issues one ioctl with arg.
 func ioctlNode(dev string, req uint, arg unsafe.Pointer) error {
 	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: dev, Err: err}
+		return pathError("open", dev, err)
 	}
 	defer unix.Close(fd)
+	if err := ioctlFD(fd, req, arg); err != nil {
+		return pathError("ioctl", dev, err)
+	}
+	return nil
+}
+
+// ioctlFD issues one ioctl with arg, retrying when a signal interrupts it.
+func ioctlFD(fd int, req uint, arg unsafe.Pointer) error {
 	for {
 		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(arg))
 		switch errno {
@@ -217,6 +227,12 @@ func ioctlNode(dev string, req uint, arg unsafe.Pointer) error {
 		case unix.EINTR:
 			continue
 		}
-		return &fs.PathError{Op: "ioctl", Path: dev, Err: errno}
+		return errno
 	}
+}
+
+// pathError keeps the errno recognisable: errors.Is(err, fs.ErrNotExist)
+// for a missing node, fs.ErrPermission for one the daemon may not open.
+func pathError(op, path string, err error) error {
+	return &fs.PathError{Op: op, Path: path, Err: err}
 }

@@ -88,6 +88,10 @@ func TestDVTimingsDecode(t *testing.T) {
 		{"1080p60", dvBytes(1920, 1080, 0, 148500000, [3]uint32{88, 44, 148}, [3]uint32{4, 5, 36}, [3]uint32{}, 0), Timings{1920, 1080, 60}},
 		{"720p50", dvBytes(1280, 720, 0, 74250000, [3]uint32{440, 40, 220}, [3]uint32{5, 5, 20}, [3]uint32{}, 0), Timings{1280, 720, 50}},
 		{"1080i60, field rate", dvBytes(1920, 1080, 1, 74250000, [3]uint32{88, 44, 148}, [3]uint32{2, 5, 15}, [3]uint32{3, 5, 15}, 0), Timings{1920, 1080, 60}},
+		// As the TC358743 reports it, all blanking in hsync and vsync: a
+		// real 1080p50 of pikvm/ustreamer issue 307 (pixclk=115024000,
+		// hsync=160, vsync=26).
+		{"tc358743 1080p50", dvBytes(1920, 1080, 0, 115024000, [3]uint32{0, 160, 0}, [3]uint32{0, 26, 0}, [3]uint32{}, 0), Timings{1920, 1080, 115024000.0 / (2080 * 1106)}},
 		{"1080p59.94", dvBytes(1920, 1080, 0, 148500000, [3]uint32{88, 44, 148}, [3]uint32{4, 5, 36}, [3]uint32{}, 1<<9|1<<2), Timings{1920, 1080, 60 * 1000.0 / 1001}},
 		{"reduced fps flag alone", dvBytes(1920, 1080, 0, 148500000, [3]uint32{88, 44, 148}, [3]uint32{4, 5, 36}, [3]uint32{}, 1<<2), Timings{1920, 1080, 60}},
 		{"no pixel clock", dvBytes(640, 480, 0, 0, [3]uint32{16, 96, 48}, [3]uint32{10, 2, 33}, [3]uint32{}, 0), Timings{640, 480, 0}},

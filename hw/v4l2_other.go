@@ -19,3 +19,8 @@ func (DeviceV4L2) DVTimings(dev string) (Timings, error) {
 func (DeviceV4L2) Format(dev string) (Format, error) {
 	return Format{}, fmt.Errorf("format of %s: %w", dev, ErrNotSupported)
 }
+
+// Topology returns ErrNotSupported.
+func (DeviceV4L2) Topology(media string) (Topology, error) {
+	return Topology{}, fmt.Errorf("media topology of %s: %w", media, ErrNotSupported)
+}

@@ -25,6 +25,35 @@ type VideoDevice struct {
 	// Driver is the bound driver: "unicam", "rp1-cfe", "uvcvideo",
 	// "bcm2835-codec", ...; empty when sysfs does not link one.
 	Driver string `json:"driver"`
+	// Dev is the device number, "81:0", which names the node in a media
+	// graph.
+	Dev string `json:"dev"`
+
+	// parent is the device the node belongs to, relative to the root:
+	// the CSI receiver's platform device, a USB interface.
+	parent string
+}
+
+// The kinds of HDMI capture, as Kind reports them.
+const (
+	// CaptureCSI is an HDMI-to-CSI bridge on a Pi's camera port, which
+	// PiKVM calls video "hdmi".
+	CaptureCSI = "csi"
+	// CaptureUSB is a USB capture dongle (MS2109, MS2130: uvcvideo),
+	// PiKVM's video "hdmiusb".
+	CaptureUSB = "usb"
+)
+
+// Kind says what kind of HDMI capture d is: CaptureCSI, CaptureUSB, or ""
+// for a node that is neither (a codec, an ISP).
+func (d VideoDevice) Kind() string {
+	switch {
+	case slices.Contains(csiDrivers, d.Driver):
+		return CaptureCSI
+	case d.Driver == usbDriver:
+		return CaptureUSB
+	}
+	return ""
 }
 
 // VideoDevices lists the V4L2 video nodes, in the order of their numbers.
@@ -61,11 +90,17 @@ func (f FS) VideoDevices() ([]VideoDevice, error) {
 				return nil, fmt.Errorf("%s/index: %w", d, err)
 			}
 		}
+		if dev.Dev, err = f.readOptional(d + "/dev"); err != nil {
+			return nil, err
+		}
 		if drv, err := f.Readlink(d + "/device/driver"); err == nil {
 			dev.Driver = drv
 		} else if !Absent(err) {
 			return nil, err
 		}
+		// Only for matching with a media device: a link sysfs lacks or
+		// that leads out of the root leaves it unmatched.
+		dev.parent, _ = f.resolve(d + "/device")
 		devs = append(devs, dev)
 	}
 	slices.SortFunc(devs, func(a, b VideoDevice) int {
@@ -77,14 +112,7 @@ func (f FS) VideoDevices() ([]VideoDevice, error) {
 }
 
 // videoNumber returns N of "videoN".
-func videoNumber(name string) (int, bool) {
-	s, ok := strings.CutPrefix(name, "video")
-	if !ok || s == "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(s)
-	return n, err == nil && n >= 0 && strconv.Itoa(n) == s
-}
+func videoNumber(name string) (int, bool) { return nodeNumber(name, "video") }
 
 // Drivers of HDMI capture: the Pi's CSI-2 receivers, fed by an
 // HDMI-to-CSI bridge such as the TC358743, and USB capture dongles.
@@ -113,12 +141,17 @@ func PickCapture(devs []VideoDevice) (VideoDevice, bool) {
 // v4l2test.Fake stands in for it in tests and demos.
 type V4L2 interface {
 	// DVTimings returns the digital video timings the receiver detects
-	// on its input (VIDIOC_QUERY_DV_TIMINGS), or ErrNoSignal, ErrNoLock,
-	// ErrOutOfRange, ErrNotSupported.
+	// on its input, or ErrNoSignal, ErrNoLock, ErrOutOfRange,
+	// ErrNotSupported. dev is a video node (VIDIOC_QUERY_DV_TIMINGS) or a
+	// sub-device node (VIDIOC_SUBDEV_QUERY_DV_TIMINGS: the same request
+	// number and structure).
 	DVTimings(dev string) (Timings, error)
-	// Format returns the current capture format (VIDIOC_G_FMT and
-	// VIDIOC_G_PARM), or ErrNotSupported.
+	// Format returns the current capture format of a video node
+	// (VIDIOC_G_FMT and VIDIOC_G_PARM), or ErrNotSupported.
 	Format(dev string) (Format, error)
+	// Topology returns the graph of a media device node
+	// (MEDIA_IOC_G_TOPOLOGY), or ErrNotSupported.
+	Topology(media string) (Topology, error)
 }
 
 // Timings are the detected timings of a digital video signal.
@@ -139,6 +172,10 @@ type Format struct {
 }
 
 // Errors of V4L2, from the kernel's answers to VIDIOC_QUERY_DV_TIMINGS.
+// The TC358743 driver (drivers/media/i2c/tc358743.c) answers ENOLINK when
+// it sees no TMDS signal, ENOLCK when the signal has no stable sync, and
+// ERANGE when the timings are beyond its capabilities (640-1920 x 350-1200,
+// 13-165 MHz, progressive only).
 var (
 	// ErrNoSignal means nothing drives the input (ENOLINK).
 	ErrNoSignal = errors.New("hw: no video signal")
@@ -149,8 +186,9 @@ var (
 	// receiver handles (ERANGE).
 	ErrOutOfRange = errors.New("hw: video timings out of range")
 	// ErrNotSupported means the device has no such query: no DV timings
-	// on a UVC device or camera sensor (ENOTTY, EINVAL, ENODATA), or no
-	// V4L2 on this operating system.
+	// on a UVC device, a camera sensor or a video node in
+	// media-controller mode (ENOTTY, EINVAL, ENODATA), or no V4L2 on this
+	// operating system.
 	ErrNotSupported = errors.New("hw: not supported by the video device")
 )
 
@@ -162,21 +200,40 @@ type Video struct {
 	Driver *string `json:"driver"`
 	// Card is the device's name as sysfs gives it.
 	Card *string `json:"card"`
+	// Media is the media controller node of the capture, "/dev/media0";
+	// nil when there is none.
+	Media *string `json:"media"`
+	// Receiver is the CSI-2 receiver sub-device between the bridge and
+	// the video node ("csi2" of rp1-cfe); nil when there is none (unicam)
+	// or it cannot be known.
+	Receiver *VideoEntity `json:"receiver"`
+	// Bridge is the HDMI bridge sub-device ("tc358743 11-000f"); nil when
+	// none is found.
+	Bridge *VideoEntity `json:"bridge"`
+	// Source is the node whose answer Signal, Resolution and FPS come
+	// from: the video node (unicam outside media-controller mode, a USB
+	// dongle's format) or the bridge's sub-device node (rp1-cfe, unicam
+	// in media-controller mode); nil when no node answered.
+	Source *string `json:"source"`
 	// Signal reports whether a source drives the input: false with
 	// status "no_signal", true with "ok", "no_lock" and "out_of_range";
-	// nil when the device cannot tell (a USB dongle shows its own "no
-	// signal" picture in a fixed format) or cannot be asked.
+	// nil otherwise.
 	Signal *bool `json:"signal"`
 	// Resolution is the signal's (or for a USB dongle the capture's)
 	// size; nil when unknown.
 	Resolution *Resolution `json:"resolution"`
 	// FPS is the refresh rate, rounded to hundredths; nil when unknown.
 	FPS *float64 `json:"fps"`
-	// Status is "ok", "no_signal", "no_lock", "out_of_range", or
-	// "unknown" when the device cannot detect a signal (USB dongles,
-	// camera sensors) or cannot be asked (no device node, as on a fixture
-	// tree, or an error).
+	// Status is one of the Video* constants.
 	Status string `json:"status"`
+}
+
+// VideoEntity is a sub-device of the capture pipeline.
+type VideoEntity struct {
+	// Node is its device node, "/dev/v4l-subdev2"; nil when it has none.
+	Node *string `json:"node"`
+	// Name is its name in the media graph, "tc358743 11-000f".
+	Name string `json:"name"`
 }
 
 // Resolution is a picture size in pixels.
@@ -187,20 +244,45 @@ type Resolution struct {
 
 // The values of Video.Status.
 const (
-	VideoOK         = "ok"
-	VideoNoSignal   = "no_signal"
-	VideoNoLock     = "no_lock"
+	// VideoOK: a signal the receiver locked on; resolution and fps are
+	// the signal's.
+	VideoOK = "ok"
+	// VideoNoSignal: nothing drives the input (cable out, source off or
+	// asleep).
+	VideoNoSignal = "no_signal"
+	// VideoNoLock: a signal without stable sync (changing mode, a bad
+	// cable).
+	VideoNoLock = "no_lock"
+	// VideoOutOfRange: a signal the receiver cannot take (the TC358743
+	// stops at 1920x1200, 165 MHz, and takes no interlaced signal).
 	VideoOutOfRange = "out_of_range"
-	VideoUnknown    = "unknown"
+	// VideoNoDetection: the capture device cannot detect a signal at all:
+	// a USB dongle, which shows its own "no signal" picture in a fixed
+	// format, or a camera sensor. Resolution and fps are the capture
+	// format's.
+	VideoNoDetection = "no_detection"
+	// VideoNoAccess: a node exists but the daemon may not open it (it is
+	// not in the group owning /dev/video*, /dev/v4l-subdev*, /dev/media*:
+	// "video" on Debian).
+	VideoNoAccess = "no_access"
+	// VideoUnknown: no node could be asked (no device node below the
+	// root, as on a fixture tree) or a query failed.
+	VideoUnknown = "unknown"
 )
 
 // ReadVideo finds the HDMI capture device below f and asks v about its
-// signal. The device node is opened below f's root too, so on a fixture
+// signal. The device nodes are opened below f's root too, so on a fixture
 // tree, which has none, the signal is simply unknown.
+//
+// For an HDMI-to-CSI bridge it asks the video node for the DV timings
+// first; a node in media-controller mode cannot answer (rp1-cfe on the Pi
+// 5, unicam with the media-controller overlay parameter), so then it asks
+// the bridge's sub-device, found through the media graph. A USB dongle is
+// asked for its current format only.
 //
 // Without a capture device (or video4linux) the error wraps
 // fs.ErrNotExist and the Video is zero. Any other error comes with a
-// usable Video (status "unknown"): it is worth logging, not failing on.
+// usable Video: it is worth logging, not failing on.
 func ReadVideo(f FS, v V4L2) (Video, error) {
 	devs, err := f.VideoDevices()
 	if err != nil {
@@ -218,29 +300,71 @@ func ReadVideo(f FS, v V4L2) (Video, error) {
 		out.Card = refOf(d.Name)
 	}
 	node := f.Path(strings.TrimPrefix(d.Node, "/"))
-
-	if d.Driver != usbDriver {
-		t, err := v.DVTimings(node)
-		if !errors.Is(err, ErrNotSupported) {
-			return videoFromTimings(out, t, err)
-		}
+	if d.Kind() == CaptureUSB {
+		return videoFromFormat(out, d.Node, v, node)
 	}
-	fm, err := v.Format(node)
+
+	p, perr := FindPipeline(f, v, d)
+	if p.Media != "" {
+		out.Media = refOf(p.Media)
+	}
+	out.Receiver, out.Bridge = entityOf(p.Receiver), entityOf(p.Bridge)
+
+	// The video node first: outside media-controller mode it passes the
+	// query on to the bridge and is the node a streamer uses.
+	t, err := v.DVTimings(node)
+	source := d.Node
+	if p.Bridge != nil && p.Bridge.Node != "" && (errors.Is(err, ErrNotSupported) || Absent(err)) {
+		t, err = v.DVTimings(f.Path(strings.TrimPrefix(p.Bridge.Node, "/")))
+		source = p.Bridge.Node
+	}
+	if errors.Is(err, ErrNotSupported) {
+		// A camera sensor, or a receiver without a bridge it can ask.
+		out, ferr := videoFromFormat(out, d.Node, v, node)
+		return out, errors.Join(perr, ferr)
+	}
+	out, err = videoFromTimings(out, source, t, err)
+	return out, errors.Join(perr, err)
+}
+
+func entityOf(s *SubDevice) *VideoEntity {
+	if s == nil {
+		return nil
+	}
+	e := &VideoEntity{Name: s.Name}
+	if s.Node != "" {
+		e.Node = refOf(s.Node)
+	}
+	return e
+}
+
+// videoFromFormat fills in out from the current format of the node dev
+// (host path hostDev): a device that cannot detect a signal.
+func videoFromFormat(out Video, dev string, v V4L2, hostDev string) (Video, error) {
+	fm, err := v.Format(hostDev)
 	switch {
 	case err == nil:
+		out.Status = VideoNoDetection
+		out.Source = refOf(dev)
 		if fm.Width > 0 && fm.Height > 0 {
 			out.Resolution = &Resolution{fm.Width, fm.Height}
 		}
 		out.FPS = roundFPS(fm.FPS)
-	case Absent(err), errors.Is(err, ErrNotSupported):
+	case errors.Is(err, ErrNotSupported):
+		out.Status = VideoNoDetection
+	case errors.Is(err, fs.ErrPermission):
+		out.Status = VideoNoAccess
+		return out, fmt.Errorf("video format of %s: %w", dev, err)
+	case Absent(err):
 	default:
-		return out, fmt.Errorf("video format of %s: %w", d.Node, err)
+		return out, fmt.Errorf("video format of %s: %w", dev, err)
 	}
 	return out, nil
 }
 
-// videoFromTimings fills in out from the answer to a DV timings query.
-func videoFromTimings(out Video, t Timings, err error) (Video, error) {
+// videoFromTimings fills in out from the answer of the node source to a
+// DV timings query.
+func videoFromTimings(out Video, source string, t Timings, err error) (Video, error) {
 	if err == nil && (t.Width <= 0 || t.Height <= 0) {
 		// A receiver that answers with an empty frame sees nothing.
 		err = ErrNoSignal
@@ -260,10 +384,15 @@ func videoFromTimings(out Video, t Timings, err error) (Video, error) {
 	case errors.Is(err, ErrOutOfRange):
 		out.Status = VideoOutOfRange
 		out.Signal = refOf(true)
+	case errors.Is(err, fs.ErrPermission):
+		out.Status = VideoNoAccess
+		return out, fmt.Errorf("video timings of %s: %w", source, err)
 	case Absent(err):
+		return out, nil
 	default:
-		return out, fmt.Errorf("video timings of %s: %w", *out.Device, err)
+		return out, fmt.Errorf("video timings of %s: %w", source, err)
 	}
+	out.Source = refOf(source)
 	return out, nil
 }
 

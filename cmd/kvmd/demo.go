@@ -108,7 +108,7 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (d *demo, err er
 		}
 		d.pins = append(d.pins, pin)
 	}
-	fake := v4l2test.Fake{}
+	fake := &v4l2test.Fake{}
 	if devs, err := fs.VideoDevices(); err == nil {
 		if c, ok := hw.PickCapture(devs); ok {
 			fake.Set(fs.Path(strings.TrimPrefix(c.Node, "/")), v4l2test.Device{

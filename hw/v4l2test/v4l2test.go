@@ -1,16 +1,19 @@
-// Package v4l2test is a fake hw.V4L2: video capture devices whose signal a
-// test or a demo sets and changes while the daemon runs.
+// Package v4l2test is a fake hw.V4L2: video capture devices, bridge
+// sub-devices and media devices whose answers a test or a demo sets and
+// changes while the daemon runs.
 package v4l2test
 
 import (
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"kvmd/hw"
 )
 
-// Device is the state of a fake capture device.
+// Device is the state of a fake node: a video node, a sub-device node or
+// a media device node.
 type Device struct {
 	// Timings and Err answer DVTimings: Err (hw.ErrNoSignal,
 	// hw.ErrNoLock, hw.ErrOutOfRange, hw.ErrNotSupported, ...) when set,
@@ -20,25 +23,37 @@ type Device struct {
 	// Fmt and FmtErr answer Format the same way.
 	Fmt    hw.Format
 	FmtErr error
+	// Topology and TopoErr answer Topology, for a media device node. A
+	// node without either has no graph: hw.ErrNotSupported.
+	Topology *hw.Topology
+	TopoErr  error
 }
 
-// Fake is a set of capture devices by node: the path the caller passes
-// ("/tmp/root/dev/video0"), or its last element ("video0"), which matches
-// under any FS root. A node it does not hold does not exist.
+// Fake is a set of nodes by name: the path the caller passes
+// ("/tmp/root/dev/video0"), or its last element ("video0",
+// "v4l-subdev2", "media0"), which matches under any FS root. A node it
+// does not hold does not exist. The zero Fake holds no node.
 //
-// Fake is safe for concurrent use as long as devices are changed only
-// through Set and Remove, never by writing to the map or a Device.
-type Fake map[string]*Device
+// A Fake holds its own lock: it is safe for concurrent use, and one Fake
+// changing does not hold up another.
+type Fake struct {
+	mu   sync.RWMutex
+	devs map[string]Device
+}
 
-// mu guards every Fake: a map type has no room for its own lock.
-var mu sync.RWMutex
+var _ hw.V4L2 = (*Fake)(nil)
 
-var _ hw.V4L2 = Fake(nil)
+// New returns a Fake holding devs.
+func New(devs map[string]Device) *Fake {
+	f := &Fake{}
+	for node, d := range devs {
+		f.Set(node, d)
+	}
+	return f
+}
 
 // DVTimings implements hw.V4L2.
-func (f Fake) DVTimings(dev string) (hw.Timings, error) {
-	mu.RLock()
-	defer mu.RUnlock()
+func (f *Fake) DVTimings(dev string) (hw.Timings, error) {
 	d, err := f.lookup(dev)
 	if err != nil {
 		return hw.Timings{}, err
@@ -50,9 +65,7 @@ func (f Fake) DVTimings(dev string) (hw.Timings, error) {
 }
 
 // Format implements hw.V4L2.
-func (f Fake) Format(dev string) (hw.Format, error) {
-	mu.RLock()
-	defer mu.RUnlock()
+func (f *Fake) Format(dev string) (hw.Format, error) {
 	d, err := f.lookup(dev)
 	if err != nil {
 		return hw.Format{}, err
@@ -63,27 +76,51 @@ func (f Fake) Format(dev string) (hw.Format, error) {
 	return d.Fmt, nil
 }
 
-// Set gives the device at node the state d, adding it if need be: a
-// signal appears, goes, or changes mode.
-func (f Fake) Set(node string, d Device) {
-	mu.Lock()
-	defer mu.Unlock()
-	f[node] = &d
+// Topology implements hw.V4L2. The graph returned is the caller's own.
+func (f *Fake) Topology(media string) (hw.Topology, error) {
+	d, err := f.lookup(media)
+	switch {
+	case err != nil:
+		return hw.Topology{}, err
+	case d.TopoErr != nil:
+		return hw.Topology{}, d.TopoErr
+	case d.Topology == nil:
+		return hw.Topology{}, hw.ErrNotSupported
+	}
+	t := *d.Topology
+	t.Entities = slices.Clone(t.Entities)
+	t.Interfaces = slices.Clone(t.Interfaces)
+	t.Pads = slices.Clone(t.Pads)
+	t.Links = slices.Clone(t.Links)
+	return t, nil
 }
 
-// Remove unplugs the device at node.
-func (f Fake) Remove(node string) {
-	mu.Lock()
-	defer mu.Unlock()
-	delete(f, node)
+// Set gives the node the state d, adding it if need be: a signal appears,
+// goes, or changes mode.
+func (f *Fake) Set(node string, d Device) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.devs == nil {
+		f.devs = map[string]Device{}
+	}
+	f.devs[node] = d
 }
 
-func (f Fake) lookup(dev string) (*Device, error) {
-	if d, ok := f[dev]; ok && d != nil {
+// Remove unplugs the node.
+func (f *Fake) Remove(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.devs, node)
+}
+
+func (f *Fake) lookup(dev string) (Device, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if d, ok := f.devs[dev]; ok {
 		return d, nil
 	}
-	if d, ok := f[filepath.Base(dev)]; ok && d != nil {
+	if d, ok := f.devs[filepath.Base(dev)]; ok {
 		return d, nil
 	}
-	return nil, &fs.PathError{Op: "open", Path: dev, Err: fs.ErrNotExist}
+	return Device{}, &fs.PathError{Op: "open", Path: dev, Err: fs.ErrNotExist}
 }
