@@ -33,11 +33,26 @@ type platform struct {
 }
 
 func (s *Source) platformOf(dt hw.DeviceTree, ok bool) platform {
-	p := platform{Type: s.profile.Type, Model: nullable(s.profile.Model), Video: nullable(s.profile.Video), Board: nullable(s.profile.Board)}
+	p := platform{Type: s.profile.Type, Model: nullable(s.profile.Model), Video: nullable(platformVideo(s.profile.Video, s.cfg.FS)), Board: nullable(s.profile.Board)}
 	if ok {
 		p.Base, p.Serial = nullable(dt.Model), nullable(dt.Serial)
 	}
 	return p
+}
+
+// platformVideo is PiKVM's PIKVM_VIDEO for a build detected as video
+// (from the board profile): a build for an HDMI-to-CSI bridge ("hdmi") whose
+// capture is a USB dongle (uvcvideo: MS2109, MS2130) is "hdmiusb", as
+// PiKVM's v2/v3 hdmiusb images say.
+func platformVideo(video string, f hw.FS) string {
+	if video != "hdmi" {
+		return video
+	}
+	devs, err := f.VideoDevices()
+	if d, ok := hw.PickCapture(devs); err == nil && ok && d.Kind() == hw.CaptureUSB {
+		return "hdmiusb"
+	}
+	return video
 }
 
 type kernel struct {

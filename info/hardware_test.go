@@ -2,17 +2,19 @@ package info
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"kvmd/hw"
 	"kvmd/hw/v4l2test"
+	"kvmd/internal/fixture"
 )
 
 func TestHardware(t *testing.T) {
 	fs := hw.New(unpack(t, "rpi4"))
-	fake := v4l2test.Fake{}
+	fake := &v4l2test.Fake{}
 	fake.Set(fs.Path("dev/video0"), v4l2test.Device{Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60}})
 	now := time.Unix(1_800_000_000, 0)
 	s := New(Config{FS: fs, V4L2: fake, Now: func() time.Time { return now }})
@@ -61,7 +63,7 @@ func TestHardware(t *testing.T) {
 
 	// A generic x86 VM: no thermal zone, firmware flags, gadget, capture
 	// device or GPIO, but memory and uptime.
-	g := New(Config{FS: hw.New(unpack(t, "x86")), V4L2: v4l2test.Fake{}}).Hardware()
+	g := New(Config{FS: hw.New(unpack(t, "x86")), V4L2: &v4l2test.Fake{}}).Hardware()
 	if g.Health.Temp.CPU != nil || g.Health.Throttling != nil || g.USB != nil || g.Video != nil || len(g.GPIO) != 0 {
 		t.Errorf("x86: temperature %v, throttling %v, USB %v, video %v, GPIO %v; want none",
 			deref(g.Health.Temp.CPU), g.Health.Throttling, g.USB, g.Video, g.GPIO)
@@ -76,4 +78,58 @@ func deref[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// usbDongleRoot is the Raspberry Pi 4 tree with its CSI capture replaced by
+// a USB capture dongle (hw/testdata/pi4-usb-ms2109.ttar).
+func usbDongleRoot(t *testing.T) string {
+	t.Helper()
+	root := unpack(t, "rpi4")
+	for _, d := range []string{"sys/class/video4linux", "sys/devices/platform/soc/fe801000.csi",
+		"sys/devices/platform/soc/fe00b840.mailbox", "sys/devices/platform/scb/feb10000.codec"} {
+		if err := os.RemoveAll(filepath.Join(root, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fixture.UnpackFile(filepath.Join("..", "hw", "testdata", "pi4-usb-ms2109.ttar"), root); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func TestPlatformVideo(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		root string
+		want any
+	}{
+		{"csi bridge", unpack(t, "rpi4"), "hdmi"},
+		{"usb dongle", usbDongleRoot(t), "hdmiusb"},
+		{"generic", unpack(t, "x86"), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(Config{FS: hw.New(tt.root), V4L2: &v4l2test.Fake{}})
+			res := decode(t, s.JSON([]string{"hw"}, true))
+			if got := get(res, "hw", "platform", "video"); got != tt.want {
+				t.Errorf("hw.platform.video = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestVideoUSBDongle(t *testing.T) {
+	fake := v4l2test.New(map[string]v4l2test.Device{
+		"video0": {Err: hw.ErrNoSignal, Fmt: hw.Format{Width: 1920, Height: 1080, PixelFormat: "MJPG"}},
+	})
+	s := New(Config{FS: hw.New(usbDongleRoot(t)), V4L2: fake})
+	v := get(decode(t, s.JSON([]string{"video"}, false)), "video")
+	want := map[string]any{
+		"device": "/dev/video0", "driver": "uvcvideo", "card": "USB Video: USB Video",
+		"media": nil, "receiver": nil, "bridge": nil, "source": "/dev/video0",
+		"signal": nil, "resolution": map[string]any{"width": 1920.0, "height": 1080.0}, "fps": nil,
+		"status": "no_detection",
+	}
+	if !reflect.DeepEqual(v, want) {
+		t.Errorf("video = %v\nwant %v", v, want)
+	}
 }

@@ -49,7 +49,7 @@ func get(v any, keys ...string) any {
 }
 
 func TestLayouts(t *testing.T) {
-	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: v4l2test.Fake{}})
+	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{}})
 	for _, tt := range []struct {
 		fields  string
 		legacy  bool
@@ -103,7 +103,7 @@ func sortedKeys(m map[string]any) []string {
 // change shows within two seconds, and no request ever fails.
 func TestChangingTree(t *testing.T) {
 	root := unpack(t, "rpi4")
-	fake := v4l2test.Fake{}
+	fake := &v4l2test.Fake{}
 	fs := hw.New(root)
 	node := fs.Path("dev/video0")
 	fake.Set(node, v4l2test.Device{Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60}})
@@ -225,7 +225,7 @@ func TestMetaAndExtras(t *testing.T) {
 	os.MkdirAll(fs.Path("run/systemd/units"), 0o755)
 	os.Symlink("8b4f", fs.Path("run/systemd/units/invocation:kvmd-vnc.service"))
 
-	s := New(Config{FS: fs, MetaPath: meta, ExtrasDir: extras, V4L2: v4l2test.Fake{}})
+	s := New(Config{FS: fs, MetaPath: meta, ExtrasDir: extras, V4L2: &v4l2test.Fake{}})
 	res := decode(t, s.JSON([]string{"extras", "meta"}, true))
 	if h := get(res, "meta", "server", "host"); h != "raspberrypi" {
 		t.Errorf("meta server.host = %v, want the tree's host name for @auto", h)
@@ -247,14 +247,14 @@ func TestMetaAndExtras(t *testing.T) {
 	}
 
 	// No meta file: null; not a mapping: {}.
-	s = New(Config{FS: fs, MetaPath: filepath.Join(dir, "nope.yaml"), V4L2: v4l2test.Fake{}})
+	s = New(Config{FS: fs, MetaPath: filepath.Join(dir, "nope.yaml"), V4L2: &v4l2test.Fake{}})
 	if res := decode(t, s.JSON([]string{"meta"}, true)); res["meta"] != nil {
 		t.Errorf("missing meta: %v, want null", res["meta"])
 	}
 }
 
 func TestConcurrentFirstRequest(t *testing.T) {
-	s := New(Config{FS: hw.New(unpack(t, "zero2w")), V4L2: v4l2test.Fake{}})
+	s := New(Config{FS: hw.New(unpack(t, "zero2w")), V4L2: &v4l2test.Fake{}})
 	cats, _ := ParseFields("", true)
 	var wg sync.WaitGroup
 	out := make([]string, 50)

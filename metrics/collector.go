@@ -23,6 +23,7 @@ type descs struct {
 	throttling                           *prometheus.Desc
 	usb                                  *prometheus.Desc
 	signal, width, height, rate          *prometheus.Desc
+	hdmiStatus                           *prometheus.Desc
 	gpio                                 *prometheus.Desc
 	uptime                               *prometheus.Desc
 	authAttempts, sessions, logFollowers *prometheus.Desc
@@ -47,6 +48,9 @@ func newCollector(cfg Config) *collector {
 		width:  d("kvmd_hdmi_width_pixels", "Width of the HDMI signal (of the capture format, for USB dongles)."),
 		height: d("kvmd_hdmi_height_pixels", "Height of the HDMI signal (of the capture format, for USB dongles)."),
 		rate:   d("kvmd_hdmi_refresh_rate_hertz", "Frame rate of the HDMI signal."),
+		hdmiStatus: d("kvmd_hdmi_status",
+			"The HDMI capture's status as a label (hw.video.status: ok, no_signal, no_lock, out_of_range, "+
+				"no_detection, no_access, unknown); the value is always 1.", "status"),
 		gpio: d("kvmd_gpio_level",
 			"Logical level of the board's named GPIO pins (active-low applied): 1 when the pin's function is on.", "pin"),
 		uptime: d("kvmd_system_uptime_seconds", "Time since the machine booted (proc/uptime), in whole seconds."),
@@ -62,7 +66,7 @@ func newCollector(cfg Config) *collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.d.build, c.d.temp, c.d.cpu, c.d.memTotal, c.d.memAvail, c.d.memUsed,
-		c.d.throttling, c.d.usb, c.d.signal, c.d.width, c.d.height, c.d.rate, c.d.gpio, c.d.uptime,
+		c.d.throttling, c.d.usb, c.d.signal, c.d.width, c.d.height, c.d.rate, c.d.hdmiStatus, c.d.gpio, c.d.uptime,
 		c.d.authAttempts, c.d.sessions, c.d.logFollowers} {
 		ch <- d
 	}
@@ -133,6 +137,7 @@ func (c *collector) hardware(h info.Hardware, gauge func(*prometheus.Desc, float
 		gauge(d.usb, bit(h.USB.Connected))
 	}
 	if v := h.Video; v != nil {
+		gauge(d.hdmiStatus, 1, v.Status)
 		if v.Signal != nil {
 			gauge(d.signal, bit(*v.Signal))
 		}

@@ -35,7 +35,7 @@ func boardSource(t *testing.T, board string) *info.Source {
 		t.Fatal(err)
 	}
 	fs := hw.New(root)
-	fake := v4l2test.Fake{}
+	fake := &v4l2test.Fake{}
 	if devs, err := fs.VideoDevices(); err == nil {
 		if c, ok := hw.PickCapture(devs); ok {
 			fake.Set(fs.Path(strings.TrimPrefix(c.Node, "/")), v4l2test.Device{Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60}})
@@ -149,7 +149,7 @@ func TestRPi4Values(t *testing.T) {
 // TestAbsent checks that a value the machine lacks leaves its sample out,
 // and its family with it when that was the only one: a GPIO pin that
 // cannot be read, a capture device that cannot tell whether a signal is
-// there, or a board without either.
+// there (only its status is written), or a board without either.
 func TestAbsent(t *testing.T) {
 	up := int64(10)
 	unknown := hw.Video{Status: hw.VideoUnknown}
@@ -171,6 +171,9 @@ kvmd_build_info{version=""} 1
 # HELP kvmd_gpio_level Logical level of the board's named GPIO pins (active-low applied): 1 when the pin's function is on.
 # TYPE kvmd_gpio_level gauge
 kvmd_gpio_level{pin="atx_power_led"} 1
+# HELP kvmd_hdmi_status The HDMI capture's status as a label (hw.video.status: ok, no_signal, no_lock, out_of_range, no_detection, no_access, unknown); the value is always 1.
+# TYPE kvmd_hdmi_status gauge
+kvmd_hdmi_status{status="unknown"} 1
 # HELP kvmd_system_uptime_seconds Time since the machine booted (proc/uptime), in whole seconds.
 # TYPE kvmd_system_uptime_seconds gauge
 kvmd_system_uptime_seconds 10
@@ -292,7 +295,7 @@ func BenchmarkWriteMetrics(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, ttl := range []time.Duration{time.Hour, time.Nanosecond} {
-		src := info.New(info.Config{FS: hw.New(root), V4L2: v4l2test.Fake{}, TTL: ttl})
+		src := info.New(info.Config{FS: hw.New(root), V4L2: &v4l2test.Fake{}, TTL: ttl})
 		e := New(Config{Version: "x", Hardware: src.Hardware, AuthCounts: fixedCounts,
 			Sessions: func() int { return 0 }, LogFollowers: func() int { return 0 }, Runtime: true})
 		name := "cached"

@@ -92,7 +92,9 @@ function videoState(v) {
     return ['Signal present', 'good'];
   }
   if (v.signal === false) return ['No signal', 'bad'];
+  if (v.status === 'no_access') return ['No access to the capture device (the daemon needs group video)', 'bad'];
   // A USB dongle cannot tell; it still has a capture format.
+  if (v.status === 'no_detection') return ['The capture device cannot detect a signal' + (mode ? ` (capturing ${mode})` : ''), ''];
   return ['Signal state unknown' + (mode ? ` (capturing ${mode})` : ''), ''];
 }
 
@@ -101,7 +103,7 @@ function renderVideo(video) {
   const state = $('hdmi-state');
   state.textContent = text;
   state.className = 'state ' + cls;
-  const dev = video?.device ? [video.driver, video.card, video.device].filter(Boolean) : [];
+  const dev = video?.device ? [video.driver, video.card, video.device, video.bridge?.name].filter(Boolean) : [];
   show('hdmi-device', dev.join(' · '));
 }
 
