@@ -253,9 +253,12 @@ func FindPipeline(f FS, v V4L2, d VideoDevice) (Pipeline, error) {
 		return p, err
 	}
 	// The media device of d: on d's device, else any whose graph has d.
+	// A device link sysfs lacks, or that leads out of the root, matches
+	// none.
+	parent, _ := f.resolve("sys/class/video4linux/" + path.Base(d.Node) + "/device")
 	var own []MediaDevice
 	for _, m := range medias {
-		if d.parent != "" && m.parent == d.parent {
+		if parent != "" && m.parent == parent {
 			own = append(own, m)
 		}
 	}

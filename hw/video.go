@@ -28,10 +28,6 @@ type VideoDevice struct {
 	// Dev is the device number, "81:0", which names the node in a media
 	// graph.
 	Dev string `json:"dev"`
-
-	// parent is the device the node belongs to, relative to the root:
-	// the CSI receiver's platform device, a USB interface.
-	parent string
 }
 
 // The kinds of HDMI capture, as Kind reports them.
@@ -98,9 +94,6 @@ func (f FS) VideoDevices() ([]VideoDevice, error) {
 		} else if !Absent(err) {
 			return nil, err
 		}
-		// Only for matching with a media device: a link sysfs lacks or
-		// that leads out of the root leaves it unmatched.
-		dev.parent, _ = f.resolve(d + "/device")
 		devs = append(devs, dev)
 	}
 	slices.SortFunc(devs, func(a, b VideoDevice) int {

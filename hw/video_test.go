@@ -38,13 +38,13 @@ func TestVideoDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []VideoDevice{
-		{Node: "/dev/video0", Name: "unicam-image", Index: 0, Driver: "unicam", Dev: "81:0", parent: "sys/class/video4linux/video0/device"},
-		{Node: "/dev/video1", Name: "unicam-embedded", Index: 1, Driver: "unicam", Dev: "81:1", parent: "sys/class/video4linux/video1/device"},
+		{Node: "/dev/video0", Name: "unicam-image", Index: 0, Driver: "unicam", Dev: "81:0"},
+		{Node: "/dev/video1", Name: "unicam-embedded", Index: 1, Driver: "unicam", Dev: "81:1"},
 		{Node: "/dev/video2", Name: "unknown-node", Index: 0, Dev: "81:2"},
-		{Node: "/dev/video10", Name: "bcm2835-codec-decode", Index: 0, Driver: "bcm2835-codec", Dev: "81:10", parent: "sys/class/video4linux/video10/device"},
-		{Node: "/dev/video11", Name: "bcm2835-codec-encode", Index: 1, Driver: "bcm2835-codec", Dev: "81:11", parent: "sys/class/video4linux/video11/device"},
-		{Node: "/dev/video12", Name: "bcm2835-codec-isp", Index: 2, Driver: "bcm2835-codec", Dev: "81:12", parent: "sys/class/video4linux/video12/device"},
-		{Node: "/dev/video13", Name: "bcm2835-isp0-output0", Index: 0, Driver: "bcm2835-isp", Dev: "81:13", parent: "sys/class/video4linux/video13/device"},
+		{Node: "/dev/video10", Name: "bcm2835-codec-decode", Index: 0, Driver: "bcm2835-codec", Dev: "81:10"},
+		{Node: "/dev/video11", Name: "bcm2835-codec-encode", Index: 1, Driver: "bcm2835-codec", Dev: "81:11"},
+		{Node: "/dev/video12", Name: "bcm2835-codec-isp", Index: 2, Driver: "bcm2835-codec", Dev: "81:12"},
+		{Node: "/dev/video13", Name: "bcm2835-isp0-output0", Index: 0, Driver: "bcm2835-isp", Dev: "81:13"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("VideoDevices():\n got %+v\nwant %+v", got, want)
