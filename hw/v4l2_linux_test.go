@@ -137,6 +137,7 @@ func TestDVError(t *testing.T) {
 		{unix.ENODATA, ErrNotSupported},
 		{unix.ENOSYS, ErrNotSupported},
 		{unix.ENOENT, fs.ErrNotExist},
+		{unix.EACCES, fs.ErrPermission}, // a node the daemon may not open: status no_access
 		{unix.EIO, unix.EIO},
 		{unix.EBUSY, unix.EBUSY},
 	} {
