@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"kvmd/firstboot"
 )
 
 // unitDir holds the systemd units and the sysusers.d file shipped with kvmd.
@@ -176,17 +178,17 @@ func TestSystemdHardening(t *testing.T) {
 		list("Unit", "After", "network.target", "kvmd.socket", "kvmd-firstboot.service"),
 		one(s, "Type", "notify"),
 		one(s, "NotifyAccess", "main"),
-		one(s, "ExecStart", "/usr/bin/kvmd serve --config "+filepath.Join(defaultEtc, "kvmd.yaml")),
+		one(s, "ExecStart", "/usr/bin/kvmd serve --config "+filepath.Join(firstboot.DefaultEtc, "kvmd.yaml")),
 		one(s, "WatchdogSec", "30s"),
 		one(s, "Restart", "on-failure"),
 		one(s, "RestartSec", "3s"),
 		one(s, "User", "kvmd"),
 		one(s, "Group", "kvmd"),
 		list(s, "SupplementaryGroups", "systemd-journal"),
-		one(s, "RuntimeDirectory", filepath.Base(filepath.Dir(defaultSocket))),
+		one(s, "RuntimeDirectory", filepath.Base(filepath.Dir(firstboot.DefaultSocket))),
 		one(s, "RuntimeDirectoryPreserve", "yes"),
-		one(s, "StateDirectory", strings.TrimPrefix(defaultState, "/var/lib/")),
-		one(s, "InaccessiblePaths", "-"+filepath.Join(defaultState, "admin-password")),
+		one(s, "StateDirectory", strings.TrimPrefix(firstboot.DefaultState, "/var/lib/")),
+		one(s, "InaccessiblePaths", "-"+filepath.Join(firstboot.DefaultState, "admin-password")),
 		one(s, "CapabilityBoundingSet", "CAP_NET_BIND_SERVICE"),
 		one(s, "AmbientCapabilities", "CAP_NET_BIND_SERVICE"),
 		one(s, "NoNewPrivileges", "yes"),
@@ -236,7 +238,7 @@ func TestSystemdSocketAndFirstboot(t *testing.T) {
 	sock := readUnit(t, "kvmd.socket")
 	checkDirectives(t, "kvmd.socket", sock, []directive{
 		// The order is the order of the descriptors passed.
-		{section: "Socket", key: "ListenStream", want: []string{"443", defaultSocket}},
+		{section: "Socket", key: "ListenStream", want: []string{"443", firstboot.DefaultSocket}},
 		one("Socket", "SocketMode", "0660"),
 		one("Socket", "SocketGroup", "kvmd"),
 		list("Install", "WantedBy", "sockets.target"),
@@ -291,8 +293,8 @@ func TestSysusers(t *testing.T) {
 		return nil
 	}
 	u := fields(passwd, "kvmd")
-	if u[6] != "/usr/sbin/nologin" || u[5] != defaultState || u[3] != fields(group, "kvmd")[2] {
-		t.Errorf("user kvmd: %q: want group kvmd, home %s, no login shell", u, defaultState)
+	if u[6] != "/usr/sbin/nologin" || u[5] != firstboot.DefaultState || u[3] != fields(group, "kvmd")[2] {
+		t.Errorf("user kvmd: %q: want group kvmd, home %s, no login shell", u, firstboot.DefaultState)
 	}
 	for _, g := range []string{"systemd-journal", "video", "gpio"} {
 		if members := strings.Split(fields(group, g)[3], ","); !slices.Contains(members, "kvmd") {
