@@ -62,7 +62,10 @@ func unitCopies(t *testing.T) string {
 // not parse, missing or non-executable commands and dependencies on units
 // that do not exist (Requires=). Most of those are only printed as
 // warnings, with exit status 0: the output must be empty. It needs no
-// running systemd.
+// running systemd. Lines about the system's own unit files are left out:
+// loading multi-user.target loads every unit it wants, and some Debian
+// package's unit (freeradius.service, from make deps) draws a warning of
+// its own.
 func verify(t *testing.T, dir string) (string, error) {
 	t.Helper()
 	args := []string{"verify", "--man=no", "--generators=no"}
@@ -70,7 +73,14 @@ func verify(t *testing.T, dir string) (string, error) {
 		args = append(args, filepath.Join(dir, name))
 	}
 	out, err := exec.Command(needTool(t, "systemd-analyze", "systemd"), args...).CombinedOutput()
-	return string(out), err
+	var ours strings.Builder
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, "/lib/systemd/") || strings.HasPrefix(line, "/usr/lib/systemd/") {
+			continue
+		}
+		ours.WriteString(line)
+	}
+	return ours.String(), err
 }
 
 func TestSystemdVerify(t *testing.T) {
