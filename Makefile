@@ -30,7 +30,7 @@ FUZZ_TARGETS := \
 	FuzzBindName:./auth/ldapauth/ \
 	FuzzParseResponse:./auth/radiusauth/
 
-.PHONY: all build deps run test unit race smoke fuzz lint bench cross deb buildroot-check clean
+.PHONY: all build demo deps run test unit race smoke fuzz lint bench cross deb buildroot-check clean
 all: build
 
 build:
@@ -43,9 +43,14 @@ build:
 deps:
 	@sh scripts/deps.sh
 
-## run: the daemon in demo mode on 127.0.0.1:8080, credentials printed.
-run: deps build
-	./bin/kvmd serve --demo
+## run: the daemon in demo mode on 127.0.0.1:8080, credentials printed. Demo mode (its fake GPIO
+## pins and capture device, the bundled board, the demo journal) is only in the demo build,
+## bin/kvmd-demo (-tags demo); the release build, bin/kvmd, refuses --demo.
+run: deps build demo
+	./bin/kvmd-demo serve --demo
+
+demo:
+	$(BUILD) -tags demo -o bin/kvmd-demo ./cmd/kvmd
 
 ## test: lint, unit and integration tests, race detector, ARM builds under qemu, short fuzzing.
 test: deps lint unit race smoke fuzz
@@ -81,18 +86,25 @@ SHELL_SCRIPTS = .ci/run $(wildcard scripts/*.sh scripts/deb/post* scripts/deb/pr
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags demo ./cmd/kvmd
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=6 $(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
+	$(TOOLS)/staticcheck -tags demo ./cmd/kvmd
 	shellcheck $(SHELL_SCRIPTS)
 
 ## bench: build and cross-build, then measure against a bare net/http baseline, natively and the ARM
-## builds under qemu-user against the baseline cross-built; writes BENCHMARKS.md.
-bench: deps build cross
+## builds under qemu-user against the baseline cross-built; writes BENCHMARKS.md. kvmd runs as the
+## demo builds (--demo serves the bundled board); the sizes reported are the release builds'.
+bench: deps build cross demo
+	@mkdir -p bin/demo
+	GOARCH=arm64 $(CROSS) -tags demo -o bin/demo/kvmd-linux-arm64 ./cmd/kvmd
+	GOARCH=arm GOARM=7 $(CROSS) -tags demo -o bin/demo/kvmd-linux-armv7 ./cmd/kvmd
+	GOARCH=arm GOARM=6 $(CROSS) -tags demo -o bin/demo/kvmd-linux-armv6 ./cmd/kvmd
 	$(GO) build -o bin/kvmbench ./cmd/kvmbench
 	GOARCH=arm64 $(CROSS) -o bin/kvmbench-linux-arm64 ./cmd/kvmbench
 	GOARCH=arm GOARM=7 $(CROSS) -o bin/kvmbench-linux-armv7 ./cmd/kvmbench
 	GOARCH=arm GOARM=6 $(CROSS) -o bin/kvmbench-linux-armv6 ./cmd/kvmbench
-	./bin/kvmbench run --kvmd bin/kvmd --arm-dir dist --out BENCHMARKS.md
+	./bin/kvmbench run --kvmd bin/kvmd-demo --arm-dir bin/demo --release bin/kvmd --release-dir dist --out BENCHMARKS.md
 
 ## cross: static, stripped, reproducible binaries for the Pi boards and amd64.
 ## arm64: Pi 3, 4, 5, Zero 2 W on a 64-bit OS; armv7: Pi 2 onwards on a 32-bit OS; armv6: Pi 1,

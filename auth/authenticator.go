@@ -90,8 +90,13 @@ var (
 	// ErrUnavailable is a check that could not be made now: the request
 	// ended while waiting for its turn, or the authentication service is
 	// down or did not answer in time (then the error wraps
-	// backend.ErrUnavailable too).
+	// ErrServiceUnavailable too).
 	ErrUnavailable = errors.New("auth: unavailable")
+	// ErrServiceUnavailable is the authentication service (an External's
+	// backend) down, slow past its timeout, or answering what does not
+	// parse. It is backend.ErrUnavailable, the backends' own, given here
+	// so that callers of auth need not import package backend.
+	ErrServiceUnavailable = backend.ErrUnavailable
 )
 
 // RateLimitedError says an address must wait before trying again.

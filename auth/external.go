@@ -134,7 +134,7 @@ func (e *External) key(user, passwd string) [32]byte {
 // Verify asks the backend whether passwd is user's password, unless a
 // success less than the TTL old answers it. It returns nil, an error
 // wrapping backend.ErrRejected, or one wrapping ErrUnavailable (and, when
-// the service is what failed, backend.ErrUnavailable too). It returns
+// the service is what failed, ErrServiceUnavailable too). It returns
 // within the timeout, and sooner when ctx ends. now is the
 // Authenticator's clock, which the cache's expiry follows.
 func (e *External) Verify(ctx context.Context, user, passwd string, now time.Time) (cached bool, err error) {

@@ -1,15 +1,38 @@
 package httpd
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"kvmd/auth"
-	"kvmd/auth/backend"
 )
+
+// Authenticator decides who a request is: package auth's *Authenticator.
+// Its errors are auth's: auth.ErrForbidden, auth.ErrUnavailable (wrapping
+// auth.ErrServiceUnavailable when the service behind it is down), and
+// *auth.RateLimitedError; authError turns them into HTTP answers.
+type Authenticator interface {
+	// Password checks user's password (a 2FA code at its end when 2FA
+	// is on), sent by method m from addr.
+	Password(ctx context.Context, user, passwd string, m auth.Method, addr netip.Addr) error
+	// Login checks the password and starts a session, its lifetime
+	// shortened to expire when positive. It returns the session's token
+	// and lifetime (0: none).
+	Login(ctx context.Context, user, passwd string, expire time.Duration, addr netip.Addr) (token string, life time.Duration, err error)
+	// Session returns the user of a session token that passed
+	// auth.ValidToken.
+	Session(token string, addr netip.Addr) (user string, err error)
+	// Logout ends the session of token, if there is one.
+	Logout(token, user string, addr netip.Addr)
+	// Peer counts a request let in by its unix-socket peer credentials.
+	Peer()
+}
 
 // authenticate finds the request's credentials in the order of the API
 // contract. The first credential present decides; there is no fall-through.
@@ -82,7 +105,7 @@ func authError(err error) error {
 	case errors.Is(err, auth.ErrUnavailable):
 		// The authenticator logs these itself, a line per burst.
 		e := Unavailable("The request ended before its password could be checked", err)
-		if errors.Is(err, backend.ErrUnavailable) {
+		if errors.Is(err, auth.ErrServiceUnavailable) {
 			e.Msg = "The authentication service is unavailable; try again later"
 		}
 		e.logged = true

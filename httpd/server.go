@@ -20,7 +20,8 @@ import (
 
 // Config is what New needs. Zero durations and sizes take the defaults.
 type Config struct {
-	Auth *auth.Authenticator
+	// Auth decides who each request is.
+	Auth Authenticator
 	// Log receives server errors; AccessLog, when set, one line a request.
 	Log       *slog.Logger
 	AccessLog *slog.Logger

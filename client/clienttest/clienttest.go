@@ -19,16 +19,17 @@ import (
 	"kvmd/internal/testutil"
 )
 
-// Build builds kvmd (CGO_ENABLED=0, as shipped) into dir and returns the
-// binary's path. Call it once from TestMain.
+// Build builds kvmd (CGO_ENABLED=0, as shipped, plus --demo: -tags demo)
+// into dir and returns the binary's path. Call it once from TestMain.
 func Build(dir string) (string, error) {
-	return BuildPackage(dir, "kvmd/cmd/kvmd", "kvmd")
+	return BuildPackage(dir, "kvmd/cmd/kvmd", "kvmd", "-tags", "demo")
 }
 
-// BuildPackage builds the main package pkg into dir/name.
-func BuildPackage(dir, pkg, name string) (string, error) {
+// BuildPackage builds the main package pkg into dir/name, with flags
+// given to go build.
+func BuildPackage(dir, pkg, name string, flags ...string) (string, error) {
 	bin := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, pkg)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %v\n%s", pkg, err, out)

@@ -119,6 +119,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.LogSamples, "log-samples", cfg.LogSamples, "entries timed through a /api/log follow")
 	fs.StringVar(&cfg.ARMDir, "arm-dir", "", "measure the ARM builds DIR/kvmd-linux-{armv6,armv7,arm64} under qemu-user,\n"+
 		"against kvmbench-linux-ARCH beside this binary (make bench builds both)")
+	fs.StringVar(&cfg.Release, "release", "", "the release build of kvmd whose size to report (default: --kvmd, which must have --demo)")
+	fs.StringVar(&cfg.ReleaseDir, "release-dir", "", "where the release builds kvmd-linux-ARCH whose sizes to report are (default: --arm-dir)")
 	fs.IntVar(&cfg.UILoads, "ui-loads", cfg.UILoads, "counted loads of each web UI page in headless Chromium (0: no web UI rows)")
 	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out);`+"\n"+
 		`"ui": only the web UI page loads (no --out)`)

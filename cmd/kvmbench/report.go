@@ -49,7 +49,7 @@ type report struct {
 	started          time.Time
 	finished         time.Time
 	binarySize       int64
-	crossSizes       []crossSize // the release builds in --arm-dir
+	crossSizes       []crossSize // the release builds in --release-dir
 	listen           []time.Duration
 	idleRSS, loadRSS int64
 	idleRSSErr       error
@@ -287,7 +287,7 @@ func (rep *report) markdown() []byte {
 	}
 	if rep.qemu != nil {
 		fmt.Fprintf(&b, "\n## ARM builds under qemu-user\n\n")
-		fmt.Fprintf(&b, "The ARM release builds (`%s/kvmd-linux-ARCH`, from `make cross`), each run by qemu-user on this machine "+
+		fmt.Fprintf(&b, "The ARM builds (`%s/kvmd-linux-ARCH`, built as `make cross` builds the release but with `-tags demo`, for `--demo`), each run by qemu-user on this machine "+
 			"with the CPU of the oldest board it targets. **This RSS includes qemu-user itself and the code it has translated, "+
 			"so it is not what the device would show**; the native idle RSS row above stays the figure for kvmd. "+
 			"The baseline is `kvmbench baseline`, the bare net/http server of the load rows, cross-built for the same GOARCH and GOARM "+

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -39,6 +40,12 @@ type runConfig struct {
 	ARMBaselineDir string        // where kvmbench-linux-ARCH are: beside this binary
 	QemuIdle       time.Duration // idle time under qemu before reading RSS
 	Only           string        // "qemu", "ui": only that section, to stdout
+
+	// Release and ReleaseDir are the release builds whose sizes the
+	// report gives (kvmd and DIR/kvmd-linux-ARCH): the measured ones are
+	// demo builds, for --demo. Empty: KVMD and ARMDir.
+	Release    string
+	ReleaseDir string
 
 	CommandLine string // as typed, for the report
 	ViaMake     bool   // run from a Makefile recipe
@@ -157,9 +164,13 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	st, err := os.Stat(kvmd)
-	if err != nil {
+	if _, err := os.Stat(kvmd); err != nil {
 		return fmt.Errorf("kvmd binary: %w", err)
+	}
+	release := cmp.Or(cfg.Release, kvmd)
+	st, err := os.Stat(release)
+	if err != nil {
+		return fmt.Errorf("release binary: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "kvmbench-")
 	if err != nil {
@@ -170,8 +181,8 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	defer procs.stopAll(2 * time.Second)
 
 	rep := &report{cfg: cfg, binarySize: st.Size(), started: time.Now()}
-	if cfg.ARMDir != "" {
-		rep.crossSizes = readCrossSizes(cfg.ARMDir)
+	if dir := cmp.Or(cfg.ReleaseDir, cfg.ARMDir); dir != "" {
+		rep.crossSizes = readCrossSizes(dir)
 	}
 	rep.machine = readMachine(kvmd)
 

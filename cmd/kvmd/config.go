@@ -128,7 +128,7 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.Var(&listFlag{list: &cfg.LogUnits}, "log-unit", "systemd unit `pattern` whose entries /api/log shows (repeatable; default kvmd.service and kvmd-*.service)")
 	fs.IntVar(&cfg.LogFollowers, "log-followers", cfg.LogFollowers, "most /api/log?follow=1 streams at once (beyond: 503)")
 	fs.BoolVar(&cfg.MetricsAuth, "metrics-auth", cfg.MetricsAuth, "require authentication for /api/export/prometheus/metrics (false: open to anyone who can connect)")
-	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode: throwaway users file with a generated password, printed at start")
+	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode, in demo builds only (make run): throwaway users file with a generated password, printed at start, a bundled board with fake GPIO pins and capture device")
 
 	fs.StringVar(&cfg.AuthBackend, "auth-backend", cfg.AuthBackend, "who checks passwords: file (the users file), ldap, radius or http")
 	fs.Var(&listFlag{list: &cfg.AuthLocalUsers}, "auth-local-users", "`users` checked against the users file only, never the backend (repeatable or comma-separated; empty: none)")

@@ -33,15 +33,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := newLogger(stderr)
 	var v4l2 hw.V4L2
 	if cfg.Demo {
-		d, err := setupDemo(&cfg, stdout, log)
+		fake, demoLog, stop, err := setupDemo(&cfg, stdout, log)
 		if err != nil {
 			return err
 		}
-		defer d.close()
-		v4l2 = d.v4l2
-		if d.journal != nil {
-			log = teeLogger(log, func(msg string) { d.journal.Append("kvmd.service", msg) })
-		}
+		defer stop()
+		v4l2, log = fake, demoLog
 	} else if cfg.Root == "/" {
 		// periph's drivers register the board's real GPIO pins. On a
 		// fixture root they would be this machine's, not the tree's.

@@ -14,15 +14,11 @@ import (
 	"golang.org/x/term"
 
 	"kvmd/auth"
-	"kvmd/internal/atomicfile"
+	"kvmd/internal/usersfile"
 )
 
 const userUsage = "usage: kvmd user list --users FILE\n" +
 	"       kvmd user add|set|del NAME --users FILE"
-
-// usersPerm keeps password hashes away from other local users. The file
-// keeps its owner and group across edits (see atomicfile.Write).
-const usersPerm = 0o600
 
 // userCmd runs "kvmd user list|add|set|del NAME --users FILE". add refuses
 // an existing user, set creates or updates one (as PiKVM's kvmd-htpasswd
@@ -58,7 +54,7 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 
 	if action == "del" {
-		return updateUsers(*path, stderr, func(f *auth.Htpasswd) error {
+		return usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
 			if !f.Delete(name) {
 				return fmt.Errorf("user del: no user %q in %s", name, *path)
 			}
@@ -88,7 +84,7 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("user %s: %w", action, err)
 	}
-	return updateUsers(*path, stderr, func(f *auth.Htpasswd) error {
+	return usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
 		if _, ok := f.Lookup(name); ok && action == "add" {
 			return errUserExists(name, *path)
 		}
@@ -146,24 +142,6 @@ func parseInterleaved(fset *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// readUsers reads and parses the users file, printing what cannot be used
-// in it as warnings: the daemon ignores those lines, and an edit keeps them.
-func readUsers(path string, stderr io.Writer) (*auth.Htpasswd, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading users file: %w", err)
-	}
-	return parseUsers(path, data, stderr), nil
-}
-
-func parseUsers(path string, data []byte, stderr io.Writer) *auth.Htpasswd {
-	f, errs := auth.ParseHtpasswd(data)
-	for _, err := range errs {
-		fmt.Fprintf(stderr, "kvmd: warning: %s: %v\n", path, err)
-	}
-	return f
-}
-
 func hasUser(path, name string) (bool, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -178,7 +156,7 @@ func hasUser(path, name string) (bool, error) {
 }
 
 func listUsers(path string, stdout, stderr io.Writer) error {
-	f, err := readUsers(path, stderr)
+	f, err := usersfile.Read(path, stderr)
 	if err != nil {
 		return err
 	}
@@ -186,18 +164,6 @@ func listUsers(path string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, u)
 	}
 	return nil
-}
-
-// updateUsers applies edit to the users file under its lock. A missing file
-// starts empty.
-func updateUsers(path string, stderr io.Writer, edit func(*auth.Htpasswd) error) error {
-	return atomicfile.Update(path, usersPerm, func(old []byte) ([]byte, error) {
-		f := parseUsers(path, old, stderr)
-		if err := edit(f); err != nil {
-			return nil, err
-		}
-		return f.Bytes(), nil
-	})
 }
 
 // maxPasswdLine bounds what is read from a non-terminal stdin: more than a

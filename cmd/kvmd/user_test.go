@@ -21,7 +21,8 @@ import (
 	"kvmd/auth"
 )
 
-// kvmdBin is the kvmd binary built once for the package's tests.
+// kvmdBin is the kvmd binary built once for the package's tests: the demo
+// build (-tags demo), which is the release build plus --demo.
 var kvmdBin string
 
 func TestMain(m *testing.M) {
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	kvmdBin = filepath.Join(dir, "kvmd")
-	build := exec.Command("go", "build", "-o", kvmdBin, ".")
+	build := exec.Command("go", "build", "-tags", "demo", "-o", kvmdBin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building kvmd: %v\n%s", err, out)

@@ -3,6 +3,10 @@
 // with times relative to the start so that seek windows show something,
 // and kept open so that the daemon's own log lines are appended while it
 // runs, for a live follow.
+//
+// Only the demo build of kvmd (-tags demo, make run) and the benchmarks
+// import it; cmd/kvmd's release_test.go keeps it out of the release
+// binary.
 package demo
 
 import (

@@ -1,0 +1,20 @@
+//go:build !demo
+
+package main
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+
+	"kvmd/hw"
+)
+
+// errNoDemo is what --demo answers in the release build, which has no
+// demo mode, so that its fakes (GPIO pins, capture device) and the demo
+// journal never ship to a device.
+var errNoDemo = errors.New("--demo: this build has no demo mode; build with make run (go build -tags demo ./cmd/kvmd)")
+
+func setupDemo(*Config, io.Writer, *slog.Logger) (hw.V4L2, *slog.Logger, func(), error) {
+	return nil, nil, nil, errNoDemo
+}

@@ -1,0 +1,171 @@
+// Package demo sets up kvmd serve --demo: a throwaway users file with a
+// generated password, the bundled Raspberry Pi 4 tree as the filesystem
+// root, a meta file, a demo journal, and fakes for the two things no
+// fixture tree can hold: a GPIO chip (pins registered with periph, as its
+// drivers register real ones) and a V4L2 capture device (answering DV
+// timings for a 1080p60 source).
+//
+// It holds test fakes (periph's gpiotest, hw/v4l2test), so only the demo
+// build of kvmd imports it (go build -tags demo, as make run does); a test
+// keeps it out of the release binary.
+package demo
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"periph.io/x/conn/v3/gpio"
+	"periph.io/x/conn/v3/gpio/gpioreg"
+	"periph.io/x/conn/v3/gpio/gpiotest"
+
+	"kvmd/auth"
+	"kvmd/board"
+	"kvmd/hw"
+	"kvmd/hw/v4l2test"
+	"kvmd/internal/fixture"
+	"kvmd/internal/slogjournal"
+	demojournal "kvmd/journal/demo"
+)
+
+// Options are the operator's settings; an empty one gets the demo's own.
+type Options struct {
+	Users      string // users file
+	Root       string // filesystem root the hardware is read under
+	Meta       string // meta file
+	JournalDir string // journal files for /api/log
+	// Listen is the first address served and TLS whether it speaks TLS,
+	// for the hint printed with the generated password.
+	Listen string
+	TLS    bool
+}
+
+// Demo is a running demo: the settings to serve with, and the fakes.
+type Demo struct {
+	Users, Root, Meta, JournalDir string
+	V4L2                          hw.V4L2
+	// Journal is the demo journal, nil when it could not be started (then
+	// /api/log answers 503 saying why).
+	Journal *demojournal.Journal
+
+	dir  string
+	pins []gpio.PinIO
+}
+
+// Start sets up the demo, printing the generated credentials to stdout.
+// Close undoes it.
+func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
+	d = &Demo{Users: o.Users, Root: o.Root, Meta: o.Meta, JournalDir: o.JournalDir}
+	d.dir, err = os.MkdirTemp("", "kvmd-demo-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if d.Users == "" {
+		passwd := rand.Text()[:16]
+		hash, err := auth.NewHash(passwd)
+		if err != nil {
+			return nil, err
+		}
+		d.Users = filepath.Join(d.dir, "htpasswd")
+		if err := os.WriteFile(d.Users, []byte("admin:"+hash+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stdout, "kvmd demo mode: user admin, password %s\n", passwd)
+		if addr := o.Listen; addr != "" && !strings.HasPrefix(addr, "unix:") {
+			scheme, k := "http", ""
+			if o.TLS {
+				scheme, k = "https", "-k "
+			}
+			fmt.Fprintf(stdout, "  open %s://%s/ in a browser, or\n", scheme, addr)
+			fmt.Fprintf(stdout, "  try: curl %s-u admin:%s %s://%s/api/auth/check\n", k, passwd, scheme, addr)
+			fmt.Fprintf(stdout, "       curl %s-u admin:%s '%s://%s/api/info?fields=hw'\n", k, passwd, scheme, addr)
+		}
+	}
+	if d.Root == "" {
+		d.Root = filepath.Join(d.dir, "root")
+		if err := fixture.Unpack(bytes.NewReader(board.DemoArchive), d.Root); err != nil {
+			return nil, fmt.Errorf("demo: unpacking the board tree: %w", err)
+		}
+	}
+	if d.Meta == "" {
+		d.Meta = filepath.Join(d.dir, "meta.yaml")
+		meta := "server:\n  host: \"@auto\"\nkvm:\n  name: kvmd demo\n  note: a Raspberry Pi 4 tree bundled with kvmd, not this machine\n"
+		if err := os.WriteFile(d.Meta, []byte(meta), 0o600); err != nil {
+			return nil, err
+		}
+	}
+
+	if d.JournalDir == "" {
+		d.JournalDir = filepath.Join(d.dir, "journal")
+		d.Journal, err = demojournal.Start(d.JournalDir, time.Now())
+		if err != nil {
+			// The rest of the demo works; /api/log answers 503 saying why.
+			log.Warn("demo: no demo journal", "err", err)
+			d.Journal, err = nil, nil
+		}
+	}
+
+	fs := hw.New(d.Root)
+	dt, _ := fs.DeviceTree() // none: no profile, no pins
+	prof := board.Detect(dt)
+	levels := map[string]gpio.Level{"atx_power_led": gpio.High, "atx_hdd_led": gpio.Low}
+	for _, p := range prof.Pins {
+		if gpioreg.ByName(p.GPIO) != nil {
+			continue // a real chip has it
+		}
+		fn := "In/Low"
+		if strings.HasSuffix(p.Name, "_switch") {
+			fn = "Out/Low"
+		}
+		pin := &gpiotest.Pin{N: p.GPIO, Fn: fn, L: levels[p.Name]}
+		if err := gpioreg.Register(pin); err != nil {
+			return nil, fmt.Errorf("demo: registering %s: %w", p.GPIO, err)
+		}
+		d.pins = append(d.pins, pin)
+	}
+	fake := &v4l2test.Fake{}
+	if devs, err := fs.VideoDevices(); err == nil {
+		if c, ok := hw.PickCapture(devs); ok {
+			fake.Set(fs.Path(strings.TrimPrefix(c.Node, "/")), v4l2test.Device{
+				Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60},
+			})
+		}
+	}
+	d.V4L2 = fake
+	return d, nil
+}
+
+// Log returns log, also writing every record to the demo journal as the
+// service's own line, so that /api/log follows the daemon live.
+func (d *Demo) Log(log *slog.Logger) *slog.Logger {
+	if d.Journal == nil {
+		return log
+	}
+	return slog.New(slogjournal.NewTee(func(e slogjournal.Entry) error {
+		d.Journal.Append("kvmd.service", e.Message())
+		return nil
+	}, log.Handler()))
+}
+
+// Close stops the demo journal, unregisters the fake pins and removes the
+// demo's files.
+func (d *Demo) Close() {
+	if d.Journal != nil {
+		d.Journal.Close()
+	}
+	for _, p := range d.pins {
+		gpioreg.Unregister(p.Name())
+	}
+	os.RemoveAll(d.dir)
+}
