@@ -34,7 +34,22 @@ type USB struct {
 	// Gadget is the gadget bound to the controller, or else the first
 	// one by name; nil when configfs holds none.
 	Gadget *Gadget `json:"gadget"`
+	// Status tells the two faults apart, which have different fixes:
+	// USBOK (a gadget is bound to a controller), USBNoUDC (no USB device
+	// controller at all), USBNoGadget (a controller, but no gadget bound
+	// to it).
+	Status string `json:"status"`
+	// Reason says what is wrong and what to do about it, for a person at
+	// the device; nil when Status is USBOK.
+	Reason *string `json:"reason"`
 }
+
+// USB.Status values.
+const (
+	USBOK       = "ok"
+	USBNoUDC    = "no_udc"
+	USBNoGadget = "no_gadget"
+)
 
 // Gadget is a USB gadget defined in configfs.
 type Gadget struct {
@@ -72,34 +87,51 @@ type Function struct {
 }
 
 // USB reads the USB gadget from configfs and its controller's state from
-// sysfs. Without configfs's usb_gadget directory the error wraps
-// fs.ErrNotExist.
+// sysfs, and says what is missing when no gadget is bound: the controller
+// (sys/class/udc is empty or absent: the dwc2 overlay is not loaded, or
+// the board has none) or the gadget (configfs has none, or none is bound).
 func (f FS) USB() (USB, error) {
-	if _, err := os.Stat(f.Path(gadgetDir)); err != nil {
-		return USB{}, fmt.Errorf("usb gadget: %w", err)
-	}
-	dirs, err := f.Glob(gadgetDir + "/*")
+	udcs, err := f.Glob(udcDir + "/*")
 	if err != nil {
 		return USB{}, err
 	}
 	var u USB
 	var chosen string
-	for _, d := range dirs {
-		udc, err := f.readOptional(d + "/UDC")
+	var unbound []string
+	_, err = os.Stat(f.Path(gadgetDir))
+	switch {
+	case err == nil:
+		dirs, err := f.Glob(gadgetDir + "/*")
 		if err != nil {
 			return USB{}, err
 		}
-		if udc != "" {
-			chosen, u.UDC = d, &udc
-			break
+		for _, d := range dirs {
+			udc, err := f.readOptional(d + "/UDC")
+			if err != nil {
+				return USB{}, err
+			}
+			if udc != "" {
+				chosen, u.UDC = d, &udc
+				break
+			}
+			unbound = append(unbound, path.Base(d))
+			if chosen == "" {
+				chosen = d
+			}
 		}
-		if chosen == "" {
-			chosen = d
-		}
+	case !Absent(err):
+		return USB{}, fmt.Errorf("usb gadget: %w", err)
 	}
-	if chosen == "" {
-		return u, nil
+
+	switch {
+	case u.UDC != nil:
+		u.Status = USBOK
+	case len(udcs) == 0:
+		u.Status, u.Reason = USBNoUDC, reasonNoUDC()
+	default:
+		u.Status, u.Reason = USBNoGadget, reasonNoGadget(path.Base(udcs[0]), err == nil, unbound)
 	}
+
 	if u.UDC != nil {
 		state, err := f.ReadString(udcDir + "/" + *u.UDC + "/state")
 		switch {
@@ -110,12 +142,50 @@ func (f FS) USB() (USB, error) {
 			return USB{}, err
 		}
 	}
+	if chosen == "" {
+		return u, nil
+	}
 	g, err := f.readGadget(chosen)
 	if err != nil {
 		return USB{}, err
 	}
 	u.Gadget = &g
 	return u, nil
+}
+
+// reasonNoUDC explains USBNoUDC. Without dtoverlay=dwc2 a Pi Zero or A
+// drives its OTG port with the host-only dwc_otg driver, and a Pi 4 or
+// later does not enable the controller at all (thagrol/Guides issue 18);
+// the Pi 1 B, 2 B and 3 B have only ports behind a USB hub.
+func reasonNoUDC() *string {
+	s := "no USB device controller (nothing in /sys/class/udc): add dtoverlay=dwc2,dr_mode=peripheral " +
+		"to config.txt and reboot (Pi Zero, A models, 4, 400, 5 and Compute Modules have a USB OTG port); " +
+		"boards without one (Pi 1 B, 2 B, 3 B, most PCs) cannot act as the target's keyboard"
+	return &s
+}
+
+// reasonNoGadget explains USBNoGadget: udc is a controller there is;
+// configfs whether configfs has the usb_gadget directory; unbound the
+// gadgets defined but bound to no controller.
+func reasonNoGadget(udc string, configfs bool, unbound []string) *string {
+	var s string
+	switch {
+	case !configfs:
+		s = fmt.Sprintf("no USB gadget: controller %s is there, but /sys/kernel/config/usb_gadget is not "+
+			"(load libcomposite and mount configfs), so nothing makes this machine the target's keyboard; "+
+			"start the gadget service (PiKVM: kvmd-otg)", udc)
+	case len(unbound) == 0:
+		s = fmt.Sprintf("no USB gadget: controller %s is there, but /sys/kernel/config/usb_gadget holds no gadget; "+
+			"start the gadget service (PiKVM: kvmd-otg)", udc)
+	default:
+		what := "USB gadget " + unbound[0] + " is"
+		if len(unbound) > 1 {
+			what = "USB gadgets " + strings.Join(unbound, ", ") + " are"
+		}
+		s = fmt.Sprintf("%s not bound to a controller (UDC empty): restart the gadget service (PiKVM: kvmd-otg), "+
+			"or bind one: echo %s > /sys/kernel/config/usb_gadget/%s/UDC", what, udc, unbound[0])
+	}
+	return &s
 }
 
 // readOptional reads a configfs attribute that a fixture may leave out: a

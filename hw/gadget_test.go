@@ -110,27 +110,28 @@ func TestUSB(t *testing.T) {
 	}{{
 		name:  "pikvm configured",
 		valid: true,
-		want:  USB{UDC: refOf("fe980000.usb"), State: refOf("configured"), Connected: true, Gadget: pikvmWant()},
+		want:  USB{UDC: refOf("fe980000.usb"), State: refOf("configured"), Connected: true, Gadget: pikvmWant(), Status: USBOK},
 	}, {
 		name:  "host asleep",
 		valid: true,
 		edit:  func(f, _ map[string]string) { f["sys/class/udc/fe980000.usb/state"] = "suspended\n" },
-		want:  USB{UDC: refOf("fe980000.usb"), State: refOf("suspended"), Gadget: pikvmWant()},
+		want:  USB{UDC: refOf("fe980000.usb"), State: refOf("suspended"), Gadget: pikvmWant(), Status: USBOK},
 	}, {
 		name:  "cable out",
 		valid: true,
 		edit:  func(f, _ map[string]string) { f["sys/class/udc/fe980000.usb/state"] = "not attached\n" },
-		want:  USB{UDC: refOf("fe980000.usb"), State: refOf("not attached"), Gadget: pikvmWant()},
+		want:  USB{UDC: refOf("fe980000.usb"), State: refOf("not attached"), Gadget: pikvmWant(), Status: USBOK},
 	}, {
 		name:  "bound, controller without state",
 		valid: true,
 		edit:  func(f, _ map[string]string) { delete(f, "sys/class/udc/fe980000.usb/state") },
-		want:  USB{UDC: refOf("fe980000.usb"), Gadget: pikvmWant()},
+		want:  USB{UDC: refOf("fe980000.usb"), Gadget: pikvmWant(), Status: USBOK},
 	}, {
 		name:  "unbound",
 		valid: true,
 		edit:  func(f, _ map[string]string) { f[kvmdGadget+"UDC"] = "\n" },
-		want:  USB{Gadget: pikvmWant()},
+		want: USB{Gadget: pikvmWant(), Status: USBNoGadget, Reason: refOf("USB gadget kvmd is not bound to a controller (UDC empty): " +
+			"restart the gadget service (PiKVM: kvmd-otg), or bind one: echo fe980000.usb > /sys/kernel/config/usb_gadget/kvmd/UDC")},
 	}, {
 		name:  "bound gadget wins over the first by name",
 		valid: true,
@@ -138,7 +139,7 @@ func TestUSB(t *testing.T) {
 			f["sys/kernel/config/usb_gadget/aaa/UDC"] = "\n"
 			f["sys/kernel/config/usb_gadget/aaa/idVendor"] = "0x0000\n"
 		},
-		want: USB{UDC: refOf("fe980000.usb"), State: refOf("configured"), Connected: true, Gadget: pikvmWant()},
+		want: USB{UDC: refOf("fe980000.usb"), State: refOf("configured"), Connected: true, Gadget: pikvmWant(), Status: USBOK},
 	}, {
 		name:  "unbound gadgets: the first by name",
 		valid: true,
@@ -147,7 +148,9 @@ func TestUSB(t *testing.T) {
 			f["sys/kernel/config/usb_gadget/aaa/idVendor"] = "0x1D6B\n"
 			f["sys/kernel/config/usb_gadget/aaa/idProduct"] = "0x104\n"
 		},
-		want: USB{Gadget: &Gadget{Name: "aaa", VendorID: "0x1d6b", ProductID: "0x0104", Functions: []Function{}}},
+		want: USB{Gadget: &Gadget{Name: "aaa", VendorID: "0x1d6b", ProductID: "0x0104", Functions: []Function{}},
+			Status: USBNoGadget, Reason: refOf("USB gadgets aaa, kvmd are not bound to a controller (UDC empty): " +
+				"restart the gadget service (PiKVM: kvmd-otg), or bind one: echo fe980000.usb > /sys/kernel/config/usb_gadget/aaa/UDC")},
 	}, {
 		name:  "no medium, writable disk",
 		valid: true,
@@ -159,7 +162,7 @@ func TestUSB(t *testing.T) {
 		want: func() USB {
 			g := pikvmWant()
 			g.Functions[4].Kind, g.Functions[4].Image, g.Functions[4].ReadOnly = "disk", nil, refOf(false)
-			return USB{UDC: refOf("fe980000.usb"), State: refOf("configured"), Connected: true, Gadget: g}
+			return USB{UDC: refOf("fe980000.usb"), State: refOf("configured"), Connected: true, Gadget: g, Status: USBOK}
 		}(),
 	}, {
 		name: "idVendor not hex",
@@ -197,24 +200,53 @@ func TestUSB(t *testing.T) {
 	}
 }
 
-func TestUSBAbsent(t *testing.T) {
-	// No configfs: a kernel without usb_gadget, or a PC.
-	f := hwTree(t, map[string]string{"sys/class/udc/fe980000.usb/state": "not attached\n"}, nil)
-	if got, err := f.USB(); !Absent(err) {
-		t.Errorf("USB() = %+v, %v; want an error wrapping fs.ErrNotExist", got, err)
+// TestUSBFaults: no gadget is bound, and the reason says which of the
+// two faults it is.
+func TestUSBFaults(t *testing.T) {
+	const udc = "sys/class/udc/fe980000.usb/state"
+	tests := []struct {
+		name   string
+		files  map[string]string
+		status string
+		reason []string // words the reason must hold
+	}{
+		// A PC: no UDC class, no configfs.
+		{"no udc class", map[string]string{"proc/": ""}, USBNoUDC, []string{"dtoverlay=dwc2"}},
+		// A Pi without the overlay: the class exists, empty.
+		{"udc class empty", map[string]string{"sys/class/udc/": "", "sys/kernel/config/usb_gadget/": ""}, USBNoUDC,
+			[]string{"no USB device controller", "dtoverlay=dwc2,dr_mode=peripheral", "config.txt"}},
+		// The controller, but gadgets defined and not bound count less
+		// than no controller: that is the fault to fix first.
+		{"gadget but no udc", map[string]string{"sys/class/udc/": "", kvmdGadget + "UDC": "\n"}, USBNoUDC, []string{"dtoverlay=dwc2"}},
+		{"no configfs", map[string]string{udc: "not attached\n"}, USBNoGadget,
+			[]string{"fe980000.usb", "/sys/kernel/config/usb_gadget is not", "libcomposite", "kvmd-otg"}},
+		{"configfs without gadget", map[string]string{udc: "not attached\n", "sys/kernel/config/usb_gadget/": ""}, USBNoGadget,
+			[]string{"fe980000.usb", "holds no gadget", "kvmd-otg"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := hwTree(t, tt.files, nil).USB()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != tt.status || got.Reason == nil || got.UDC != nil || got.State != nil || got.Connected {
+				t.Fatalf("USB() = %s, want status %s with a reason", jsonOf(t, got), tt.status)
+			}
+			for _, w := range tt.reason {
+				if !strings.Contains(*got.Reason, w) {
+					t.Errorf("reason %q does not say %q", *got.Reason, w)
+				}
+			}
+		})
 	}
 
-	// configfs mounted, no gadget made (kvmd-otg not started).
-	f = hwTree(t, map[string]string{"sys/kernel/config/usb_gadget/": "", "sys/class/udc/fe980000.usb/state": "not attached\n"}, nil)
-	got, err := f.USB()
+	// The shape stays the one of a working gadget, with status and reason.
+	got, err := hwTree(t, map[string]string{"sys/class/udc/": ""}, nil).USB()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, USB{}) {
-		t.Errorf("USB() = %s, want no gadget", jsonOf(t, got))
-	}
-	if j, want := jsonOf(t, got), `{"udc":null,"state":null,"connected":false,"gadget":null}`; j != want {
-		t.Errorf("JSON %s, want %s", j, want)
+	if j, want := jsonOf(t, got), `{"udc":null,"state":null,"connected":false,"gadget":null,"status":"no_udc","reason":"`; !strings.HasPrefix(j, want) {
+		t.Errorf("JSON %s, want it to begin %s", j, want)
 	}
 }
 
@@ -232,7 +264,7 @@ func TestUSBJSON(t *testing.T) {
 		`{"name":"hid.usb1","type":"hid","kind":"mouse","image":null,"read_only":null,"enabled":true},` +
 		`{"name":"hid.usb2","type":"hid","kind":"mouse","image":null,"read_only":null,"enabled":true},` +
 		`{"name":"mass_storage.usb0","type":"mass_storage","kind":"cdrom",` +
-		`"image":"/var/lib/kvmd/msd/images/debian-12.iso","read_only":true,"enabled":true}]}}`
+		`"image":"/var/lib/kvmd/msd/images/debian-12.iso","read_only":true,"enabled":true}]},"status":"ok","reason":null}`
 	if j := jsonOf(t, got); j != want {
 		t.Errorf("JSON:\n got %s\nwant %s", j, want)
 	}

@@ -147,7 +147,7 @@ func TestReadersAbsentAndGarbage(t *testing.T) {
 		{"DeviceTree", map[string]string{"proc/device-tree/model": "Raspberry Pi 4 Model B Rev 1.5\x00"}, "proc/device-tree/model", "\x00",
 			func(f FS) error { _, err := f.DeviceTree(); return err }},
 		{"Throttled", map[string]string{"sys/devices/platform/soc/soc:firmware/get_throttled": "50005\n"}, "sys/devices/platform/soc/soc:firmware/get_throttled", "hot\n",
-			func(f FS) error { _, err := f.Throttled(); return err }},
+			func(f FS) error { _, err := f.Throttled(nil); return err }},
 		{"ThermalZones", map[string]string{
 			"sys/class/thermal/thermal_zone0/type": "cpu-thermal\n",
 			"sys/class/thermal/thermal_zone0/temp": "45277\n",

@@ -10,13 +10,19 @@ import (
 	"sync"
 )
 
-// Sources of throttling flags, reported in Throttling.Source.
+// Sources of throttling flags, reported in Throttling.Source, in the
+// order Throttled tries them.
 const (
-	// ThrottleFirmware is the Raspberry Pi firmware's get_throttled
-	// attribute: every flag, now and past.
-	ThrottleFirmware = "firmware"
+	// ThrottleMailbox is the firmware itself, asked through the mailbox
+	// (FirmwareThrottled): every flag, now and since boot.
+	ThrottleMailbox = "mailbox"
+	// ThrottleSysfs is the firmware driver's get_throttled attribute,
+	// which kernels before raspberrypi/linux pull 6697 (2025) have: every
+	// flag, as the kernel's rpi_volt driver last read it (every 2 s, each
+	// read clearing the "occurred" bits; see TagGetThrottled).
+	ThrottleSysfs = "sysfs"
 	// ThrottleHwmon is the rpi_volt hwmon under-voltage alarm: only
-	// "under-voltage now".
+	// "under-voltage now" (the driver's last 2 s).
 	ThrottleHwmon = "hwmon"
 )
 
@@ -35,9 +41,9 @@ const (
 type Throttling struct {
 	// Raw holds the firmware's flags (bits 0-3 now, 16-19 past).
 	Raw uint32
-	// Source says where Raw came from: ThrottleFirmware or ThrottleHwmon.
-	// Flags from the hwmon alarm never have past bits set; see
-	// PastTracker.
+	// Source says where Raw came from: ThrottleMailbox, ThrottleSysfs or
+	// ThrottleHwmon. Flags from the hwmon alarm never have past bits set;
+	// see PastTracker.
 	Source string
 }
 
@@ -80,33 +86,78 @@ var throttledGlobs = []string{
 	"sys/devices/platform/*/*/*firmware/get_throttled",
 }
 
-// Throttled reads the board's throttling flags: the Raspberry Pi
-// firmware's get_throttled attribute, else the rpi_volt hwmon's
-// under-voltage alarm. The error wraps fs.ErrNotExist when the board has
-// neither.
-func (f FS) Throttled() (Throttling, error) {
+// Throttled reads the board's throttling flags from the first source
+// that answers: the firmware through mb (nil: none, as on a fixture
+// root), the firmware driver's get_throttled attribute, the rpi_volt
+// hwmon's under-voltage alarm.
+//
+// Sources that failed other than by being absent (a device the daemon
+// may not open, a file that does not parse) are reported in the error,
+// joined, even when a later source answered: t is valid whenever
+// t.Source is set. With no source at all the error wraps fs.ErrNotExist.
+func (f FS) Throttled(mb Mailbox) (t Throttling, err error) {
+	var errs []error
+	try := func(raw uint32, source string, err error) bool {
+		if err == nil {
+			t = Throttling{Raw: raw, Source: source}
+			return true
+		}
+		if !Absent(err) {
+			errs = append(errs, err)
+		}
+		return false
+	}
+	if mb != nil {
+		raw, err := FirmwareThrottled(mb)
+		if try(raw, ThrottleMailbox, err) {
+			return t, errors.Join(errs...)
+		}
+	}
+	raw, err := f.sysfsThrottled()
+	if try(raw, ThrottleSysfs, err) {
+		return t, errors.Join(errs...)
+	}
+	raw, err = f.hwmonThrottled()
+	if try(raw, ThrottleHwmon, err) {
+		return t, errors.Join(errs...)
+	}
+	if len(errs) > 0 {
+		return Throttling{}, errors.Join(errs...)
+	}
+	return Throttling{}, fmt.Errorf("hw: no firmware mailbox, get_throttled or rpi_volt alarm: %w", fs.ErrNotExist)
+}
+
+// sysfsThrottled reads the firmware driver's get_throttled attribute.
+func (f FS) sysfsThrottled() (uint32, error) {
 	for _, g := range throttledGlobs {
 		m, err := f.Glob(g)
 		if err != nil {
-			return Throttling{}, err
+			return 0, err
 		}
 		if len(m) == 0 {
 			continue
 		}
 		b, err := f.ReadFile(m[0])
 		if err != nil {
-			return Throttling{}, err
+			return 0, err
 		}
 		raw, err := parseThrottled(b)
 		if err != nil {
-			return Throttling{}, fmt.Errorf("hw: parsing %s: %w", m[0], err)
+			return 0, fmt.Errorf("hw: parsing %s: %w", m[0], err)
 		}
-		return Throttling{Raw: raw, Source: ThrottleFirmware}, nil
+		return raw, nil
 	}
+	return 0, fmt.Errorf("hw: no get_throttled: %w", fs.ErrNotExist)
+}
 
+// hwmonThrottled reads the rpi_volt hwmon's under-voltage alarm into bit
+// 0. The driver sets it from the "occurred" bit of its last GET_THROTTLED
+// (drivers/hwmon/raspberrypi-hwmon.c), which it clears at each 2 s poll:
+// under-voltage within the last poll, that is, now.
+func (f FS) hwmonThrottled() (uint32, error) {
 	dirs, err := f.Glob("sys/class/hwmon/hwmon*")
 	if err != nil {
-		return Throttling{}, err
+		return 0, err
 	}
 	for _, dir := range dirs {
 		if name, err := f.ReadString(dir + "/name"); err != nil || name != "rpi_volt" {
@@ -118,19 +169,18 @@ func (f FS) Throttled() (Throttling, error) {
 			continue
 		}
 		if err != nil {
-			return Throttling{}, err
+			return 0, err
 		}
 		alarm, err := parseAlarm(b)
 		if err != nil {
-			return Throttling{}, fmt.Errorf("hw: parsing %s: %w", rel, err)
+			return 0, fmt.Errorf("hw: parsing %s: %w", rel, err)
 		}
-		var raw uint32
 		if alarm {
-			raw = bitUndervoltage
+			return bitUndervoltage, nil
 		}
-		return Throttling{Raw: raw, Source: ThrottleHwmon}, nil
+		return 0, nil
 	}
-	return Throttling{}, fmt.Errorf("hw: no get_throttled or rpi_volt alarm: %w", fs.ErrNotExist)
+	return 0, fmt.Errorf("hw: no rpi_volt alarm: %w", fs.ErrNotExist)
 }
 
 // parseThrottled parses get_throttled: hexadecimal, with or without 0x,

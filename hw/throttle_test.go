@@ -100,9 +100,9 @@ func TestThrottled(t *testing.T) {
 		want    Throttling
 		wantErr bool
 	}{
-		{"pi 4", map[string]string{pi4: "50005\n"}, Throttling{0x50005, ThrottleFirmware}, false},
-		{"depth 1", map[string]string{"sys/devices/platform/rpi-firmware/get_throttled": "0\n"}, Throttling{0, ThrottleFirmware}, false},
-		{"depth 3", map[string]string{"sys/devices/platform/axi/axi:soc/axi:soc:firmware/get_throttled": "20002\n"}, Throttling{0x20002, ThrottleFirmware}, false},
+		{"pi 4", map[string]string{pi4: "50005\n"}, Throttling{0x50005, ThrottleSysfs}, false},
+		{"depth 1", map[string]string{"sys/devices/platform/rpi-firmware/get_throttled": "0\n"}, Throttling{0, ThrottleSysfs}, false},
+		{"depth 3", map[string]string{"sys/devices/platform/axi/axi:soc/axi:soc:firmware/get_throttled": "20002\n"}, Throttling{0x20002, ThrottleSysfs}, false},
 		{"hwmon alarm", map[string]string{
 			"sys/class/hwmon/hwmon0/name":            "cpu_thermal\n",
 			"sys/class/hwmon/hwmon0/in0_lcrit_alarm": "0\n",
@@ -117,7 +117,7 @@ func TestThrottled(t *testing.T) {
 			pi4:                                      "0\n",
 			"sys/class/hwmon/hwmon0/name":            "rpi_volt\n",
 			"sys/class/hwmon/hwmon0/in0_lcrit_alarm": "1\n",
-		}, Throttling{0, ThrottleFirmware}, false},
+		}, Throttling{0, ThrottleSysfs}, false},
 		{"bad alarm", map[string]string{
 			"sys/class/hwmon/hwmon0/name":            "rpi_volt\n",
 			"sys/class/hwmon/hwmon0/in0_lcrit_alarm": "2\n",
@@ -126,7 +126,7 @@ func TestThrottled(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := writeSysTree(t, tt.files).Throttled()
+			got, err := writeSysTree(t, tt.files).Throttled(nil)
 			if (err != nil) != tt.wantErr || Absent(err) {
 				t.Fatalf("Throttled() error = %v, want error %v", err, tt.wantErr)
 			}
@@ -147,7 +147,7 @@ func TestThrottled(t *testing.T) {
 	}
 	for _, tt := range absent {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := writeSysTree(t, tt.files).Throttled(); !Absent(err) {
+			if _, err := writeSysTree(t, tt.files).Throttled(nil); !Absent(err) {
 				t.Errorf("Throttled() error = %v, want absent", err)
 			}
 		})
@@ -163,7 +163,7 @@ func TestThrottled(t *testing.T) {
 		if err := os.Symlink("../../devices/platform/rpi-volt/hwmon/hwmon2", f.Path("sys/class/hwmon/hwmon2")); err != nil {
 			t.Fatal(err)
 		}
-		got, err := f.Throttled()
+		got, err := f.Throttled(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,10 +182,10 @@ func TestPastTracker(t *testing.T) {
 		{Throttling{0x1, ThrottleHwmon}, Throttling{0x10001, ThrottleHwmon}},
 		{Throttling{0, ThrottleHwmon}, Throttling{0x10000, ThrottleHwmon}},
 		// Firmware past bits are kept and new now bits join the memory.
-		{Throttling{0x40004, ThrottleFirmware}, Throttling{0x50004, ThrottleFirmware}},
-		{Throttling{0x8, ThrottleFirmware}, Throttling{0xd0008, ThrottleFirmware}},
+		{Throttling{0x40004, ThrottleSysfs}, Throttling{0x50004, ThrottleSysfs}},
+		{Throttling{0x8, ThrottleSysfs}, Throttling{0xd0008, ThrottleSysfs}},
 		// Bits that are not now bits are not remembered.
-		{Throttling{0xfff0, ThrottleFirmware}, Throttling{0xd0000 | 0xfff0, ThrottleFirmware}},
+		{Throttling{0xfff0, ThrottleSysfs}, Throttling{0xd0000 | 0xfff0, ThrottleSysfs}},
 	}
 	for i, s := range steps {
 		if d := diffSys(s.want, p.Track(s.in)); d != "" {
