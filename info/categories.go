@@ -141,12 +141,18 @@ type NowPast struct {
 	Past bool `json:"past"`
 }
 
-// Throttling is the firmware's throttling state; ParsedFlags is keyed
+// Throttling is the firmware's throttling state, in kvmd's shape
+// (kvmd/apps/kvmd/info/health.py) plus Source; ParsedFlags is keyed
 // undervoltage, freq_capped and throttled.
 type Throttling struct {
 	RawFlags    uint32             `json:"raw_flags"`
 	ParsedFlags map[string]NowPast `json:"parsed_flags"`
 	IgnorePast  bool               `json:"ignore_past"`
+	// Source is the hw.Throttle* that answered: "mailbox" (every flag,
+	// past since boot), "sysfs", or "hwmon" (under-voltage only; past
+	// since the daemon started), so that a client can tell a measured
+	// false from one the source cannot see.
+	Source string `json:"source"`
 }
 
 // Health is the health category (hw.health): nil pointers are values
@@ -176,8 +182,8 @@ func (s *Source) health() any {
 		pct := m.Percent()
 		h.Mem = Mem{Percent: &pct, Total: &m.Total, Available: &m.Available}
 	}
-	th, therr := s.cfg.FS.Throttled()
-	if therr == nil {
+	th, therr := s.cfg.FS.Throttled(s.cfg.Mailbox)
+	if th.Source != "" {
 		th = s.past.Track(th)
 		f := th.Flags()
 		h.Throttling = &Throttling{
@@ -187,6 +193,7 @@ func (s *Source) health() any {
 				"freq_capped":  {f.FreqCapped.Now, f.FreqCapped.Past},
 				"throttled":    {f.Throttled.Now, f.Throttled.Past},
 			},
+			Source: th.Source,
 		}
 	}
 	s.report("health", terr, merr, therr)
@@ -217,6 +224,8 @@ func (s *Source) gpio() any {
 	return hw.ReadPins(s.profile.Pins)
 }
 
+// usb is the gadget's state, or why there is none (hw.USB's Status and
+// Reason); null only when what is there cannot be read.
 func (s *Source) usb() any {
 	u, err := s.cfg.FS.USB()
 	s.report("usb", err)

@@ -64,9 +64,12 @@ func TestHardware(t *testing.T) {
 	// A generic x86 VM: no thermal zone, firmware flags, gadget, capture
 	// device or GPIO, but memory and uptime.
 	g := New(Config{FS: hw.New(unpack(t, "x86")), V4L2: &v4l2test.Fake{}}).Hardware()
-	if g.Health.Temp.CPU != nil || g.Health.Throttling != nil || g.USB != nil || g.Video != nil || len(g.GPIO) != 0 {
-		t.Errorf("x86: temperature %v, throttling %v, USB %v, video %v, GPIO %v; want none",
-			deref(g.Health.Temp.CPU), g.Health.Throttling, g.USB, g.Video, g.GPIO)
+	if g.Health.Temp.CPU != nil || g.Health.Throttling != nil || g.Video != nil || len(g.GPIO) != 0 {
+		t.Errorf("x86: temperature %v, throttling %v, video %v, GPIO %v; want none",
+			deref(g.Health.Temp.CPU), g.Health.Throttling, g.Video, g.GPIO)
+	}
+	if g.USB == nil || g.USB.Status != hw.USBNoUDC || g.USB.Gadget != nil {
+		t.Errorf("x86: USB %+v, want no device controller", g.USB)
 	}
 	if g.Health.Mem.Total == nil || g.Uptime.Total == nil {
 		t.Errorf("x86: memory %v or uptime %v missing", deref(g.Health.Mem.Total), deref(g.Uptime.Total))

@@ -26,6 +26,10 @@ type Config struct {
 	FS hw.FS
 	// V4L2 queries the capture device; nil means the real ioctls.
 	V4L2 hw.V4L2
+	// Mailbox asks the VideoCore firmware (throttling flags); nil means
+	// none, as on a fixture root, whose firmware is not this machine's:
+	// the caller wires hw.VCIO only when FS is rooted at "/".
+	Mailbox hw.Mailbox
 	// MetaPath is the operator's YAML description; ExtrasDir holds one
 	// directory per add-on with a manifest.yaml. Empty: null and {}.
 	MetaPath  string
@@ -113,8 +117,8 @@ type Hardware struct {
 	// GPIO is the board's named pins; a pin's Level is nil when it cannot
 	// be read without disturbing it.
 	GPIO map[string]hw.PinState
-	// USB is nil without a USB gadget configfs, Video without a capture
-	// device.
+	// USB is nil when the gadget could not be read (a fault, logged);
+	// Video is nil without a capture device.
 	USB    *hw.USB
 	Video  *hw.Video
 	Uptime Uptime

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvmd/auth"
+	"kvmd/hw"
 	"kvmd/info"
 )
 
@@ -20,8 +21,8 @@ type descs struct {
 	build                                *prometheus.Desc
 	temp, cpu                            *prometheus.Desc
 	memTotal, memAvail, memUsed          *prometheus.Desc
-	throttling                           *prometheus.Desc
-	usb                                  *prometheus.Desc
+	throttling, throttlingSource         *prometheus.Desc
+	usb, usbStatus                       *prometheus.Desc
 	signal, width, height, rate          *prometheus.Desc
 	hdmiStatus                           *prometheus.Desc
 	gpio                                 *prometheus.Desc
@@ -42,8 +43,16 @@ func newCollector(cfg Config) *collector {
 		memUsed:  d("kvmd_memory_used_percent", "Share of memory in use, (total - available) / total, in percent."),
 		throttling: d("kvmd_throttling_flag",
 			"The Raspberry Pi firmware's throttling flags (get_throttled): 1 when set now (when=now) "+
-				"or at any time since boot (when=past).", "flag", "when"),
-		usb:    d("kvmd_usb_connected", "1 when a host has enumerated the USB gadget (its controller's state is configured)."),
+				"or at any time since boot (when=past). Flags the source cannot see are left out: "+
+				"the hwmon alarm sees only undervoltage, and its past is since kvmd started.", "flag", "when"),
+		throttlingSource: d("kvmd_throttling_source",
+			"Where the throttling flags come from, as a label (always 1): mailbox (the firmware itself), "+
+				"sysfs (its get_throttled attribute, older kernels), hwmon (the under-voltage alarm only).", "source"),
+		usb: d("kvmd_usb_connected", "1 when a host has enumerated the USB gadget (its controller's state is configured)."),
+		usbStatus: d("kvmd_usb_status",
+			"1 for the USB gadget's status, 0 for the others: ok (a gadget is bound to a controller), "+
+				"no_udc (no USB device controller: the dwc2 overlay is missing, or the board has none), "+
+				"no_gadget (a controller, but no gadget bound).", "status"),
 		signal: d("kvmd_hdmi_signal", "1 when a source drives the HDMI capture input; absent when the device cannot tell."),
 		width:  d("kvmd_hdmi_width_pixels", "Width of the HDMI signal (of the capture format, for USB dongles)."),
 		height: d("kvmd_hdmi_height_pixels", "Height of the HDMI signal (of the capture format, for USB dongles)."),
@@ -66,7 +75,8 @@ func newCollector(cfg Config) *collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.d.build, c.d.temp, c.d.cpu, c.d.memTotal, c.d.memAvail, c.d.memUsed,
-		c.d.throttling, c.d.usb, c.d.signal, c.d.width, c.d.height, c.d.rate, c.d.hdmiStatus, c.d.gpio, c.d.uptime,
+		c.d.throttling, c.d.throttlingSource, c.d.usb, c.d.usbStatus, c.d.signal, c.d.width, c.d.height, c.d.rate,
+		c.d.hdmiStatus, c.d.gpio, c.d.uptime,
 		c.d.authAttempts, c.d.sessions, c.d.logFollowers} {
 		ch <- d
 	}
@@ -106,6 +116,15 @@ func methodLabel(m auth.Method) string {
 // throttlingFlags are the firmware's flags, in the order of their bits.
 var throttlingFlags = []string{"undervoltage", "freq_capped", "throttled"}
 
+// usbStatuses are hw.USB's statuses.
+var usbStatuses = []string{hw.USBOK, hw.USBNoUDC, hw.USBNoGadget}
+
+// sees reports whether a throttling source can see flag: the hwmon alarm
+// is under-voltage only, so its false for the others is no measurement.
+func sees(source, flag string) bool {
+	return source != hw.ThrottleHwmon || flag == "undervoltage"
+}
+
 func bit(on bool) float64 {
 	if on {
 		return 1
@@ -128,13 +147,20 @@ func (c *collector) hardware(h info.Hardware, gauge func(*prometheus.Desc, float
 	}
 	if th := h.Health.Throttling; th != nil {
 		for _, name := range throttlingFlags {
+			if !sees(th.Source, name) {
+				continue
+			}
 			f := th.ParsedFlags[name]
 			gauge(d.throttling, bit(f.Now), name, "now")
 			gauge(d.throttling, bit(f.Past), name, "past")
 		}
+		gauge(d.throttlingSource, 1, th.Source)
 	}
 	if h.USB != nil {
 		gauge(d.usb, bit(h.USB.Connected))
+		for _, st := range usbStatuses {
+			gauge(d.usbStatus, bit(h.USB.Status == st), st)
+		}
 	}
 	if v := h.Video; v != nil {
 		gauge(d.hdmiStatus, 1, v.Status)

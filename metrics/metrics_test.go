@@ -313,3 +313,50 @@ func BenchmarkWriteMetrics(b *testing.B) {
 		})
 	}
 }
+
+// TestThrottlingAndUSBSources: the throttling flags a source cannot see
+// are left out rather than written as a measured 0, the source is a
+// label, and the USB status is a state set.
+func TestThrottlingAndUSBSources(t *testing.T) {
+	write := func(h info.Hardware) string {
+		var b bytes.Buffer
+		if err := New(Config{Hardware: func() info.Hardware { return h }}).WriteMetrics(&b); err != nil {
+			t.Fatal(err)
+		}
+		checkSyntax(t, b.String())
+		return b.String()
+	}
+	flags := map[string]info.NowPast{"undervoltage": {Now: true, Past: true}, "freq_capped": {}, "throttled": {}}
+	hwmon := write(info.Hardware{
+		Health: info.Health{Throttling: &info.Throttling{RawFlags: 0x10001, ParsedFlags: flags, Source: hw.ThrottleHwmon}},
+		USB:    &hw.USB{Status: hw.USBNoUDC},
+	})
+	for _, line := range []string{
+		`kvmd_throttling_flag{flag="undervoltage",when="now"} 1`,
+		`kvmd_throttling_flag{flag="undervoltage",when="past"} 1`,
+		`kvmd_throttling_source{source="hwmon"} 1`,
+		"kvmd_usb_connected 0",
+		`kvmd_usb_status{status="no_udc"} 1`,
+		`kvmd_usb_status{status="ok"} 0`,
+		`kvmd_usb_status{status="no_gadget"} 0`,
+	} {
+		if !strings.Contains(hwmon, "\n"+line+"\n") {
+			t.Errorf("hwmon source: no line %q in:\n%s", line, hwmon)
+		}
+	}
+	if strings.Contains(hwmon, `flag="throttled"`) || strings.Contains(hwmon, `flag="freq_capped"`) {
+		t.Errorf("hwmon source: flags it cannot see written:\n%s", hwmon)
+	}
+
+	mailbox := write(info.Hardware{
+		Health: info.Health{Throttling: &info.Throttling{RawFlags: 0, ParsedFlags: map[string]info.NowPast{}, Source: hw.ThrottleMailbox}},
+	})
+	if n := strings.Count(mailbox, "\nkvmd_throttling_flag{"); n != 6 || !strings.Contains(mailbox, `kvmd_throttling_source{source="mailbox"} 1`) {
+		t.Errorf("mailbox source: %d flag samples, want 6, and the source:\n%s", n, mailbox)
+	}
+
+	// No source: no throttling family at all, as throttling is null.
+	if none := write(info.Hardware{}); strings.Contains(none, "kvmd_throttling") || strings.Contains(none, "kvmd_usb") {
+		t.Errorf("null throttling and USB written:\n%s", none)
+	}
+}

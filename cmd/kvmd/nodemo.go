@@ -11,10 +11,10 @@ import (
 )
 
 // errNoDemo is what --demo answers in the release build, which has no
-// demo mode, so that its fakes (GPIO pins, capture device) and the demo
+// demo mode, so that its fakes (GPIO pins, capture device, firmware mailbox) and the demo
 // journal never ship to a device.
 var errNoDemo = errors.New("--demo: this build has no demo mode; build with make run (go build -tags demo ./cmd/kvmd)")
 
-func setupDemo(*Config, io.Writer, *slog.Logger) (hw.V4L2, *slog.Logger, func(), error) {
-	return nil, nil, nil, errNoDemo
+func setupDemo(*Config, io.Writer, *slog.Logger) (hw.V4L2, hw.Mailbox, *slog.Logger, func(), error) {
+	return nil, nil, nil, nil, errNoDemo
 }

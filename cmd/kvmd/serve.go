@@ -32,14 +32,19 @@ import (
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := newLogger(stderr)
 	var v4l2 hw.V4L2
+	// The firmware's mailbox is this machine's: only on the real root.
+	// A fixture root gets none (the demo a fake), so that no test or
+	// demo ever asks the host's firmware.
+	var mailbox hw.Mailbox
 	if cfg.Demo {
-		fake, demoLog, stop, err := setupDemo(&cfg, stdout, log)
+		fake, fakeMailbox, demoLog, stop, err := setupDemo(&cfg, stdout, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		v4l2, log = fake, demoLog
+		v4l2, mailbox, log = fake, fakeMailbox, demoLog
 	} else if cfg.Root == "/" {
+		mailbox = hw.VCIO{}
 		// periph's drivers register the board's real GPIO pins. On a
 		// fixture root they would be this machine's, not the tree's.
 		if ok, err := hw.InitGPIO(); err != nil {
@@ -68,7 +73,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	src := info.New(info.Config{
-		FS: hw.New(cfg.Root), V4L2: v4l2, MetaPath: cfg.Meta, ExtrasDir: cfg.Extras,
+		FS: hw.New(cfg.Root), V4L2: v4l2, Mailbox: mailbox, MetaPath: cfg.Meta, ExtrasDir: cfg.Extras,
 		Version: version, TwoFactor: a.TwoFactor, Log: log.With("component", "info"),
 	})
 	log.Info("board", "root", cfg.Root, "board", src.Profile().Board)

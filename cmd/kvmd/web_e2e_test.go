@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/pquerna/otp/totp"
 
+	"kvmd/internal/fixture"
 	"kvmd/internal/testutil"
 	"kvmd/journal/journaltest"
 )
@@ -163,6 +164,7 @@ func TestWebUI(t *testing.T) {
 		"#board-serial": "10000000BAFB5028",
 		"#cpu-temp":     "°C",
 		"#usb-state":    "Connected",
+		"#throttling":   "No throttling",
 		"#hdmi-state":   "1920×1080",
 		"#versions":     "kvmd",
 		"#gpio":         "atx_power_led",
@@ -331,4 +333,37 @@ func TestWebUI2FA(t *testing.T) {
 	}
 	login(t, ctx, "admin", "web pass", code)
 	waitText(t, ctx, "#login-error", "Too many failed attempts. Try again in")
+}
+
+// TestWebUIHardwareFaults: the dashboard on a board whose USB port has no
+// device controller and whose only throttling source is the kernel's
+// under-voltage alarm, set: it says which USB fault it is and what to do,
+// and that the alarm is all it can see.
+func TestWebUIHardwareFaults(t *testing.T) {
+	root := t.TempDir()
+	for _, tree := range []string{"pi4-no-udc", "pi3-hwmon-undervoltage"} {
+		if err := fixture.UnpackFile(filepath.Join("..", "..", "hw", "testdata", tree+".ttar"), root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	users := usersFile(t, "admin", "web pass")
+	addr := testutil.FreeAddr(t)
+	d := startDaemon(t, nil, nil, "serve", "--root", root, "--listen", addr, "--users", users,
+		"--journal-dir", t.TempDir(), "--meta", filepath.Join(root, "no-meta"), "--extras", filepath.Join(root, "no-extras"))
+	d.stderr.wait(t, `kvmd listening`)
+	ctx := startBrowser(t)
+	act(t, ctx, "opening the dashboard", chromedp.Navigate("http://"+addr+"/"), ready)
+	login(t, ctx, "admin", "web pass", "")
+	act(t, ctx, "dashboard after login", chromedp.WaitVisible(`#usb-state`, chromedp.ByQuery), ready)
+	for sel, want := range map[string]string{
+		"#usb-state":  "No USB device controller",
+		"#usb-udc":    "dtoverlay=dwc2,dr_mode=peripheral",
+		"#throttling": "Under-voltage now",
+	} {
+		waitText(t, ctx, sel, want)
+	}
+	waitText(t, ctx, "#throttling", "Only the kernel's under-voltage alarm")
+	if got := text(t, ctx, "#throttling"); strings.Contains(got, "No throttling") {
+		t.Errorf("throttling card claims no throttling from the alarm alone: %q", got)
+	}
 }

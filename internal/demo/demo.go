@@ -1,13 +1,14 @@
 // Package demo sets up kvmd serve --demo: a throwaway users file with a
 // generated password, the bundled Raspberry Pi 4 tree as the filesystem
-// root, a meta file, a demo journal, and fakes for the two things no
-// fixture tree can hold: a GPIO chip (pins registered with periph, as its
-// drivers register real ones) and a V4L2 capture device (answering DV
-// timings for a 1080p60 source).
+// root, a meta file, a demo journal, and fakes for the things no fixture
+// tree can hold: a GPIO chip (pins registered with periph, as its drivers
+// register real ones), a V4L2 capture device (answering DV timings for a
+// 1080p60 source) and the firmware's mailbox (no throttling, now or since
+// boot).
 //
-// It holds test fakes (periph's gpiotest, hw/v4l2test), so only the demo
-// build of kvmd imports it (go build -tags demo, as make run does); a test
-// keeps it out of the release binary.
+// It holds test fakes (periph's gpiotest, hw/v4l2test, hw/mailboxtest), so
+// only the demo build of kvmd imports it (go build -tags demo, as make run
+// does); a test keeps it out of the release binary.
 package demo
 
 import (
@@ -28,6 +29,7 @@ import (
 	"kvmd/auth"
 	"kvmd/board"
 	"kvmd/hw"
+	"kvmd/hw/mailboxtest"
 	"kvmd/hw/v4l2test"
 	"kvmd/internal/fixture"
 	"kvmd/internal/slogjournal"
@@ -50,6 +52,7 @@ type Options struct {
 type Demo struct {
 	Users, Root, Meta, JournalDir string
 	V4L2                          hw.V4L2
+	Mailbox                       hw.Mailbox
 	// Journal is the demo journal, nil when it could not be started (then
 	// /api/log answers 503 saying why).
 	Journal *demojournal.Journal
@@ -143,6 +146,9 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 		}
 	}
 	d.V4L2 = fake
+	// What vcgencmd get_throttled prints on a healthy board: throttled=0x0
+	// (board/testdata/SOURCES.md, dog5).
+	d.Mailbox = mailboxtest.New(0)
 	return d, nil
 }
 

@@ -25,23 +25,40 @@ function renderBoard(info) {
 // [flag, message while it happens, message when it happened before].
 const THROTTLE = [
   ['undervoltage', 'Under-voltage now: use a better power supply.',
-    'Under-voltage happened since boot.'],
+    'Under-voltage happened since boot: check the power supply.'],
   ['freq_capped', 'CPU frequency capped now (heat or power).',
     'CPU frequency capping happened since boot.'],
   ['throttled', 'Throttled now: the board is too hot or under-powered.',
     'Throttling happened since boot.'],
 ];
 
-/** throttleItems turns health.throttling into list items. */
+/**
+ * throttleItems turns health.throttling into list items. The kernel's
+ * under-voltage alarm (source "hwmon") sees only under-voltage, and the
+ * daemon remembers it only since it started: say so rather than claim
+ * the rest is fine.
+ */
 function throttleItems(t) {
   if (!t || !t.parsed_flags) return [];
+  const hwmon = t.source === 'hwmon';
   const items = [];
   for (const [flag, now, past] of THROTTLE) {
+    if (hwmon && flag !== 'undervoltage') continue;
     const f = t.parsed_flags[flag];
     if (f?.now) items.push(h('li', { className: 'warn' }, now));
-    else if (f?.past && !t.ignore_past) items.push(h('li', { className: 'past' }, past));
+    else if (f?.past && !t.ignore_past) {
+      items.push(h('li', { className: 'past' }, hwmon ? 'Under-voltage happened since kvmd started.' : past));
+    }
   }
-  if (!items.length) items.push(h('li', { className: 'ok' }, 'No throttling: power and temperature are fine.'));
+  if (!items.length) {
+    items.push(h('li', { className: 'ok' }, hwmon
+      ? 'No under-voltage since kvmd started.'
+      : 'No throttling: power and temperature are fine.'));
+  }
+  if (hwmon) {
+    items.push(h('li', { className: 'muted' },
+      'Only the kernel\'s under-voltage alarm is readable here: no throttling or frequency capping, and nothing from before kvmd started.'));
+  }
   return items;
 }
 
@@ -65,10 +82,19 @@ function usbFunction(f) {
   return h('li', { title: f.image || f.name || '' }, text);
 }
 
+// USB faults by status, for the headline; the reason says what to do.
+const USB_FAULT = {
+  no_udc: 'No USB device controller',
+  no_gadget: 'No USB gadget configured',
+};
+
 function renderUSB(usb) {
   const state = $('usb-state');
   const fns = usb?.gadget?.functions;
-  if (!usb || !usb.gadget) {
+  const fault = usb && USB_FAULT[usb.status];
+  if (fault) {
+    state.textContent = fault;
+  } else if (!usb || !usb.gadget) {
     state.textContent = 'No USB gadget';
   } else if (usb.connected) {
     state.textContent = 'Connected to the target computer' + (usb.state ? ` (${usb.state})` : '');
@@ -76,7 +102,11 @@ function renderUSB(usb) {
     state.textContent = 'Not connected';
   }
   state.className = 'state ' + (usb?.connected ? 'good' : 'bad');
-  $('usb-udc').textContent = usb?.udc ? `Controller ${usb.udc}: ${usb.state || NONE}` : '';
+  if (usb?.reason) {
+    $('usb-udc').textContent = usb.reason;
+  } else {
+    $('usb-udc').textContent = usb?.udc ? `Controller ${usb.udc}: ${usb.state || NONE}` : '';
+  }
   replaceList('usb-functions', Array.isArray(fns) ? fns.map(usbFunction) : []);
 }
 
