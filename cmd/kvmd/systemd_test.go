@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"kvmd/firstboot"
+	"kvmd/hw"
 )
 
 // unitDir holds the systemd units and the sysusers.d file shipped with kvmd.
@@ -204,7 +205,8 @@ func TestSystemdHardening(t *testing.T) {
 		one(s, "NoNewPrivileges", "yes"),
 		one(s, "PrivateDevices", "no"),
 		one(s, "DevicePolicy", "closed"),
-		{section: s, key: "DeviceAllow", want: []string{"char-video4linux r", "char-gpiochip r", "char-*gpiomem rw"}},
+		{section: s, key: "DeviceAllow", want: []string{"char-video4linux r", "char-gpiochip r", "char-*gpiomem rw",
+			"/dev/vcio_gencmd r", "/dev/vcio r"}},
 		one(s, "ProtectSystem", "strict"),
 		one(s, "ProtectHome", "yes"),
 		one(s, "PrivateTmp", "yes"),
@@ -241,6 +243,23 @@ func TestSystemdHardening(t *testing.T) {
 			}
 		}
 		t.Errorf("systemd-analyze security: %v: exposure above 2.0\n%s", err, strings.Join(lost, "\n"))
+	}
+}
+
+// TestSystemdMailbox: the device cgroup lets the daemon open every vcio
+// node it tries, read-only (the ioctl needs no more), in the group that
+// owns them.
+func TestSystemdMailbox(t *testing.T) {
+	u := readUnit(t, "kvmd.service")
+	allowed := u["Service"]["DeviceAllow"]
+	for _, node := range hw.DefaultVCIONodes {
+		if !slices.Contains(allowed, node+" r") {
+			t.Errorf("kvmd.service: no DeviceAllow=%s r (DeviceAllow %q)", node, allowed)
+		}
+	}
+	conf := readFile(t, filepath.Join(unitDir, "sysusers.d", "kvmd.conf"))
+	if !strings.Contains(conf, "\nm kvmd video\n") {
+		t.Errorf("sysusers.d/kvmd.conf: kvmd is not put in group video, which owns the vcio nodes")
 	}
 }
 
