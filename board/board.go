@@ -1,85 +1,160 @@
-// Package board knows the boards kvmd runs on: which Raspberry Pi (or
-// other machine) this is, what PiKVM calls such a build (model, video,
-// board: the fields of PiKVM's /usr/share/kvmd/platform), and which GPIO
-// pin is wired to what.
+// Package board knows the boards kvmd runs on: what PiKVM calls the
+// platform (model, video, board: the fields of /api/info's
+// hw.platform), and which GPIO pin is wired to what.
 //
-// A profile is chosen from the device tree's compatible list, which the
-// firmware fills in for every Raspberry Pi, falling back to its model
-// string; a machine without a device tree is generic.
+// PiKVM's own images say what they are in a platform file
+// (/usr/lib/kvmd/platform); where it exists its values win. Elsewhere the
+// board is known from the device tree the firmware fills in, the video
+// from the capture device, and the model only where exactly one PiKVM
+// build fits the hardware: a Pi 4 B with a CSI bridge may be a DIY v2 or a
+// v3, a bare Compute Module 4 a V4 Mini, a V4 Plus or anything else, and
+// then the model is null rather than a guess. Pins follow the same rule:
+// a group of pins (the ATX LEDs and buttons, the HID controller's lines)
+// is read only when every build that fits wires it the same way.
 package board
 
 import (
-	"strings"
+	"errors"
+	"fmt"
+	"slices"
 
 	"kvmd/hw"
 )
 
-// Profile is what kvmd knows of a kind of board.
+// Profile is what kvmd knows of the machine it runs on.
 type Profile struct {
-	// Board is PiKVM's name for the board (PIKVM_BOARD): rpi4, zero2w, ...
-	Board string
 	// Type is "rpi" for a Raspberry Pi, "generic" otherwise.
 	Type string
-	// Model and Video are PiKVM's PIKVM_MODEL and PIKVM_VIDEO for a DIY
-	// build on this board: v2 with an HDMI-to-CSI bridge (TC358743).
-	// Empty means unknown (null).
-	Model, Video string
-	// Pins are the board's named GPIO pins.
+	// Model, Video and Board are PiKVM's PIKVM_MODEL (v0 ... v4plus),
+	// PIKVM_VIDEO (hdmi, hdmiusb) and PIKVM_BOARD (rpi4, zero2w, ...).
+	// Empty means unknown: null.
+	Model, Video, Board string
+	// Pins are the machine's named GPIO pins: only those its wiring is
+	// known for.
 	Pins []hw.PinSpec
-
-	compatible  []string // device-tree compatible entries that mean this board
-	modelPrefix string   // device-tree model prefix, when compatible is missing
+	// IgnorePast is kvmd's info.hw.ignore_past for the model: clients
+	// should show only current throttling.
+	IgnorePast bool
+	// FromFile tells that PiKVM's platform file was read.
+	FromFile bool
 }
 
-// atxPins is the wiring of PiKVM's DIY ATX board: the host's power and HDD
-// LEDs read on inputs, its power and reset buttons pressed through relays
-// or optocouplers on outputs (kvmd's atx/gpio plugin defaults).
-var atxPins = []hw.PinSpec{
-	{Name: "atx_power_led", GPIO: "GPIO24"},
-	{Name: "atx_hdd_led", GPIO: "GPIO22"},
-	{Name: "atx_power_switch", GPIO: "GPIO23"},
-	{Name: "atx_reset_switch", GPIO: "GPIO27"},
+// Facts are what identifying the machine reads.
+type Facts struct {
+	DeviceTree hw.DeviceTree
+	// Platform is PiKVM's platform file, nil when there is none.
+	Platform *Platform
+	// Capture is PIKVM_VIDEO as the capture device shows it: "hdmi" for
+	// a CSI-2 receiver (an HDMI-to-CSI bridge), "hdmiusb" for a USB video
+	// device, "" without either.
+	Capture string
 }
 
-// Profiles are the known boards, most specific first.
-var Profiles = []Profile{
-	{Board: "rpi5", Type: "rpi", Model: "v2", Video: "hdmi", Pins: atxPins,
-		compatible: []string{"raspberrypi,5-model-b"}, modelPrefix: "Raspberry Pi 5"},
-	{Board: "cm5", Type: "rpi", Model: "v2", Video: "hdmi", Pins: atxPins,
-		compatible: []string{"raspberrypi,5-compute-module"}, modelPrefix: "Raspberry Pi Compute Module 5"},
-	{Board: "rpi4", Type: "rpi", Model: "v2", Video: "hdmi", Pins: atxPins,
-		compatible: []string{"raspberrypi,4-model-b", "raspberrypi,400"}, modelPrefix: "Raspberry Pi 4"},
-	{Board: "cm4", Type: "rpi", Model: "v2", Video: "hdmi", Pins: atxPins,
-		compatible: []string{"raspberrypi,4-compute-module"}, modelPrefix: "Raspberry Pi Compute Module 4"},
-	{Board: "zero2w", Type: "rpi", Model: "v2", Video: "hdmi", Pins: atxPins,
-		compatible: []string{"raspberrypi,model-zero-2-w"}, modelPrefix: "Raspberry Pi Zero 2"},
-	{Board: "rpi3", Type: "rpi", Model: "v2", Video: "hdmi", Pins: atxPins,
-		compatible: []string{"raspberrypi,3-model-b", "raspberrypi,3-model-b-plus", "raspberrypi,3-model-a-plus"}, modelPrefix: "Raspberry Pi 3"},
-	{Board: "zerow", Type: "rpi", Model: "v0", Video: "hdmi", Pins: atxPins,
-		compatible: []string{"raspberrypi,model-zero-w"}, modelPrefix: "Raspberry Pi Zero W"},
+// Read gathers the facts below fs's root. The error joins the device
+// tree's, the platform file's and the capture devices' read problems
+// (absence is none); the facts it could read are returned all the same.
+func Read(fs hw.FS) (Facts, error) {
+	var f Facts
+	var errs []error
+	dt, err := fs.DeviceTree()
+	if err != nil && !hw.Absent(err) {
+		errs = append(errs, fmt.Errorf("device tree: %w", err))
+	}
+	f.DeviceTree = dt
+	switch p, err := ReadPlatform(fs); {
+	case err == nil:
+		f.Platform = &p
+	case !hw.Absent(err):
+		errs = append(errs, err)
+	}
+	devs, err := fs.VideoDevices()
+	if err != nil && !hw.Absent(err) {
+		errs = append(errs, fmt.Errorf("video devices: %w", err))
+	}
+	f.Capture = CaptureVideo(devs)
+	return f, errors.Join(errs...)
 }
 
-// Generic is the profile of a machine kvmd knows nothing special about.
-var Generic = Profile{Board: "generic", Type: "generic"}
+// CaptureVideo returns PIKVM_VIDEO for the capture device among devs (see
+// hw.PickCapture): "hdmi" for a CSI-2 receiver, "hdmiusb" for a USB
+// dongle, "" for none.
+func CaptureVideo(devs []hw.VideoDevice) string {
+	c, ok := hw.PickCapture(devs)
+	if !ok {
+		return ""
+	}
+	switch c.Kind() {
+	case hw.CaptureCSI:
+		return "hdmi"
+	case hw.CaptureUSB:
+		return "hdmiusb"
+	}
+	return ""
+}
 
-// Detect chooses the profile for a device tree.
-func Detect(dt hw.DeviceTree) Profile {
-	for _, c := range dt.Compatible {
-		for _, p := range Profiles {
-			for _, pc := range p.compatible {
-				if c == pc {
-					return p
-				}
+// Identify returns the profile for f.
+func Identify(f Facts) Profile {
+	h, known, isPi := detectHardware(f.DeviceTree)
+	p := Profile{Type: "generic"}
+	if isPi || f.Platform != nil {
+		// PiKVM OS runs only on Raspberry Pis.
+		p.Type = "rpi"
+	}
+	var fits []build
+	if known {
+		p.Board = h.board
+		for _, b := range h.builds {
+			if f.Capture == "" || b.video == "" || b.video == f.Capture {
+				fits = append(fits, b)
 			}
 		}
 	}
-	for _, p := range Profiles {
-		if dt.Model != "" && strings.HasPrefix(dt.Model, p.modelPrefix) {
-			return p
+	if p.Type == "rpi" {
+		// A generic machine's USB camera says nothing of a PiKVM build.
+		p.Video = f.Capture
+	}
+	if p.Video == "" {
+		p.Video = same(fits, func(b build) string { return b.video })
+	}
+	p.Model = same(fits, func(b build) string { return b.model })
+	models := make([]string, 0, len(fits))
+	for _, b := range fits {
+		if !slices.Contains(models, b.model) {
+			models = append(models, b.model)
 		}
 	}
-	if strings.HasPrefix(dt.Model, "Raspberry Pi") {
-		return Profile{Board: "rpi", Type: "rpi"}
+
+	if fp := f.Platform; fp != nil {
+		p.FromFile = true
+		if fp.Board != "" {
+			p.Board = fp.Board
+		}
+		if fp.Video != "" {
+			p.Video = fp.Video
+		}
+		if fp.Model != "" {
+			p.Model = fp.Model
+			models = []string{fp.Model}
+			if _, ok := modelGroups[fp.Model]; !ok {
+				models = nil // a model kvmd has no map of
+			}
+		}
 	}
-	return Generic
+	p.Pins = commonPins(models)
+	p.IgnorePast = p.Model != "" && slices.Contains(ignorePast, p.Model)
+	return p
+}
+
+// same returns field of every build in bs if they all agree, else "".
+func same(bs []build, field func(build) string) string {
+	if len(bs) == 0 {
+		return ""
+	}
+	v := field(bs[0])
+	for _, b := range bs[1:] {
+		if field(b) != v {
+			return ""
+		}
+	}
+	return v
 }

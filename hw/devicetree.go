@@ -20,14 +20,25 @@ type DeviceTree struct {
 	Compatible []string
 }
 
-const dtDir = "proc/device-tree/"
+// dtDirs are where the kernel shows the device tree: procfs's link, and
+// the directory it points to, which a root without procfs (a mounted
+// image, a capture) may still have.
+var dtDirs = []string{"proc/device-tree/", "sys/firmware/devicetree/base/"}
 
-// DeviceTree reads proc/device-tree. A missing model means there is no
-// device tree (x86, containers): the error wraps fs.ErrNotExist. A missing
-// serial number or compatible list leaves that field empty.
+// DeviceTree reads the device tree the firmware passed to the kernel. A
+// missing model means there is no device tree (x86, containers): the error
+// wraps fs.ErrNotExist. A missing serial number or compatible list leaves
+// that field empty.
 func (f FS) DeviceTree() (DeviceTree, error) {
 	var dt DeviceTree
-	b, err := f.ReadFile(dtDir + "model")
+	var b []byte
+	var err error
+	dtDir := dtDirs[0]
+	for _, dtDir = range dtDirs {
+		if b, err = f.ReadFile(dtDir + "model"); !Absent(err) {
+			break
+		}
+	}
 	if err != nil {
 		return dt, err
 	}

@@ -69,6 +69,22 @@ func TestDeviceTree(t *testing.T) {
 			},
 		},
 		{
+			name: "sysfs only",
+			files: map[string]string{
+				"sys/firmware/devicetree/base/model":      "Raspberry Pi Zero W Rev 1.1\x00",
+				"sys/firmware/devicetree/base/compatible": "raspberrypi,model-zero-w\x00brcm,bcm2835\x00",
+			},
+			want: DeviceTree{Model: "Raspberry Pi Zero W Rev 1.1", Compatible: []string{"raspberrypi,model-zero-w", "brcm,bcm2835"}},
+		},
+		{
+			name: "procfs first",
+			files: map[string]string{
+				"proc/device-tree/model":             "Raspberry Pi 2 Model B Rev 1.1\x00",
+				"sys/firmware/devicetree/base/model": "stale\x00",
+			},
+			want: DeviceTree{Model: "Raspberry Pi 2 Model B Rev 1.1"},
+		},
+		{
 			name:  "model only",
 			files: map[string]string{"proc/device-tree/model": "Generic DT board\x00"},
 			want:  DeviceTree{Model: "Generic DT board"},

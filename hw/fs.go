@@ -10,6 +10,7 @@
 package hw
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -17,11 +18,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // maxFileSize bounds every read: sysfs attributes are at most a page, and
-// some drivers never report EOF properly.
+// the procfs files read here (stat, meminfo, uptime, loadavg) are single
+// records that one read returns whole.
 const maxFileSize = 64 << 10
+
+// readBufs hold the buffers of ReadFile, so that a refresh of /api/info
+// does not allocate a maximum-size buffer per file.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, maxFileSize); return &b }}
 
 // FS reads files below a root directory.
 type FS struct {
@@ -44,18 +51,23 @@ func (f FS) Path(rel string) string {
 	return filepath.Join(f.root, filepath.FromSlash(rel))
 }
 
-// ReadFile reads rel with one bounded read.
+// ReadFile reads rel with one bounded read of at most maxFileSize bytes:
+// a sysfs attribute or a single-record procfs file comes whole in one
+// read, and reading on until EOF would hang on drivers that never report
+// it.
 func (f FS) ReadFile(rel string) ([]byte, error) {
 	fh, err := os.Open(f.Path(rel))
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, maxFileSize))
-	if err != nil {
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	n, err := fh.Read(*bp)
+	if err != nil && err != io.EOF {
 		return nil, fmt.Errorf("reading %s: %w", rel, err)
 	}
-	return b, nil
+	return bytes.Clone((*bp)[:n]), nil
 }
 
 // ReadString reads rel and trims white space and the NUL that device-tree

@@ -1,7 +1,6 @@
 package hw
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"periph.io/x/conn/v3/gpio/gpioreg"
 	"periph.io/x/conn/v3/pin"
 	"periph.io/x/host/v3"
-	"periph.io/x/host/v3/bcm283x"
 	"periph.io/x/host/v3/gpioioctl"
 )
 
@@ -67,11 +65,14 @@ func InitGPIO() (ok bool, err error) {
 // A pin periph does not know (not registered: InitGPIO not called, or no
 // such pin here) reads as nulls.
 //
-// ReadPins never changes a pin. periph's character-device driver (the
-// only one on a Pi 5, and the Pi 4's fallback without /dev/gpiomem) reads
-// a line by requesting it as an input with a pull-up, which would release
-// an output such as an ATX power button relay: such lines read only when
-// this process already set them up as inputs.
+// ReadPins never changes a pin, and nothing in kvmd requests a GPIO line:
+// the daemon only watches. A pin of periph's Raspberry Pi driver with
+// /dev/gpiomem mapped reads its function and level from the registers,
+// whatever holds it. A line of periph's character-device driver (the
+// only one on a Pi 5, and the Pi 4's fallback without /dev/gpiomem) has
+// no function until a process requests it, and requesting it to read it
+// would release an output such as an ATX power button relay: such pins
+// read as nulls.
 func ReadPins(specs []PinSpec) map[string]PinState {
 	out := make(map[string]PinState, len(specs))
 	for _, s := range specs {
@@ -104,28 +105,20 @@ func readPin(p gpio.PinIO, s PinSpec) PinState {
 	return st
 }
 
-// pinDirection returns "in", "out" or "" for p, and whether p.Read leaves
-// it as it is.
+// pinDirection returns "in", "out" or "" for p from periph's pin.Func, and
+// whether p.Read leaves the pin as it is.
 func pinDirection(p gpio.PinIO) (dir string, readable bool) {
-	line, own := ioctlLine(p)
-	if line != nil {
-		switch lineDirection(line) {
-		case "Output":
-			return "out", false
-		case "Input":
-			if own {
-				return "in", true
-			}
-		default:
-			if own {
-				return "", false
-			}
-			// A bcm283x pin reads its registers when mapped; unmapped,
-			// its Func sees the line unset and reads nothing.
-		}
+	if _, ok := p.(*gpioioctl.GPIOLine); ok {
+		// periph (host v3.8.5) knows a line's direction only from its
+		// own request, and its Func of a line it requested as an output
+		// reads it, which requests it again as a pulled-up input. A line
+		// nothing here requested has no function: FuncNone, null.
+		return "", false
 	}
 	var f pin.Func
 	if pf, ok := p.(pin.PinFunc); ok {
+		// bcm283x: the registers when mapped; unmapped, the function of
+		// its chip line, which no code here requests: FuncNone.
 		f = pf.Func()
 	} else {
 		//lint:ignore SA1019 a pin without pin.PinFunc has only Function.
@@ -146,37 +139,4 @@ func funcDirection(f pin.Func) (string, bool) {
 		return "out", true
 	}
 	return "", false
-}
-
-// ioctlLine returns the /dev/gpiochip line behind p, if any, and whether p
-// is that line itself rather than a bcm283x pin that falls back on it.
-func ioctlLine(p gpio.PinIO) (*gpioioctl.GPIOLine, bool) {
-	switch p := p.(type) {
-	case *gpioioctl.GPIOLine:
-		return p, true
-	case *bcm283x.Pin:
-		// bcm283x backs its pins with the first chip's lines, by number.
-		if len(gpioioctl.Chips) > 0 {
-			lines := gpioioctl.Chips[0].Lines()
-			if n := p.Number(); n >= 0 && n < len(lines) {
-				return lines[n], false
-			}
-		}
-	}
-	return nil, false
-}
-
-// lineDirection returns "Input", "Output" or "NotSet": how this process
-// requested the line. periph exports it only through JSON; its Func and
-// Read would request the line to find out.
-func lineDirection(l *gpioioctl.GPIOLine) string {
-	b, err := json.Marshal(l)
-	if err != nil {
-		return ""
-	}
-	var v struct{ Direction string }
-	if json.Unmarshal(b, &v) != nil {
-		return ""
-	}
-	return v.Direction
 }

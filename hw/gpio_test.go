@@ -10,56 +10,27 @@ import (
 
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpioreg"
+	"periph.io/x/conn/v3/gpio/gpiotest"
 	"periph.io/x/conn/v3/pin"
 	"periph.io/x/host/v3/gpioioctl"
 )
 
-// testPin is a fake GPIO pin in the manner of gpiotest.Pin (N, Fn, L),
-// which cannot be used here: its package needs a module (clockwork) this
-// one does not require. It counts reads, to prove which pins ReadPins
-// leaves alone.
-type testPin struct {
-	gpio.PinIO // gpio.INVALID, for what ReadPins must not call
-	N          string
-
-	mu    sync.Mutex
-	Fn    pin.Func
-	L     gpio.Level
-	reads int
+// newPin returns one of periph's fake pins with function fn and level l.
+func newPin(name string, fn pin.Func, l gpio.Level) *gpiotest.Pin {
+	return &gpiotest.Pin{N: name, Num: -1, Fn: string(fn), L: l}
 }
 
-func (p *testPin) Name() string     { return p.N }
-func (p *testPin) String() string   { return p.N }
-func (p *testPin) Number() int      { return -1 }
-func (p *testPin) Function() string { return string(p.Func()) }
+// legacyPin hides the pin.PinFunc of a fake pin: a driver that has only
+// the deprecated Function string.
+type legacyPin struct{ gpio.PinIO }
 
-func (p *testPin) Func() pin.Func {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.Fn
+// untouched reports whether ReadPins left p as newPin made it: no In (which
+// sets a pull and may change the level) and no Out.
+func untouched(p *gpiotest.Pin, l gpio.Level) bool {
+	p.Lock()
+	defer p.Unlock()
+	return p.P == gpio.PullNoChange && p.L == l
 }
-
-func (p *testPin) SupportedFuncs() []pin.Func    { return []pin.Func{gpio.IN, gpio.OUT} }
-func (p *testPin) SetFunc(f pin.Func) error      { return fmt.Errorf("testPin: SetFunc(%s) called", f) }
-func (p *testPin) In(gpio.Pull, gpio.Edge) error { return fmt.Errorf("testPin: In called") }
-func (p *testPin) Out(l gpio.Level) error        { return fmt.Errorf("testPin: Out(%s) called", l) }
-func (p *testPin) set(f pin.Func, l gpio.Level)  { p.mu.Lock(); p.Fn, p.L = f, l; p.mu.Unlock() }
-func (p *testPin) readCount() int                { p.mu.Lock(); defer p.mu.Unlock(); return p.reads }
-func (p *testPin) Read() gpio.Level              { p.mu.Lock(); defer p.mu.Unlock(); p.reads++; return p.L }
-func newTestPin(name string, f pin.Func, l gpio.Level) *testPin {
-	return &testPin{PinIO: gpio.INVALID, N: name, Fn: f, L: l}
-}
-
-// legacyPin has only the deprecated Function string, no pin.PinFunc.
-type legacyPin struct {
-	gpio.PinIO
-	N, Fn string
-	L     gpio.Level
-}
-
-func (p *legacyPin) Name() string     { return p.N }
-func (p *legacyPin) Function() string { return p.Fn }
-func (p *legacyPin) Read() gpio.Level { return p.L }
 
 // registerPins registers pins under names unique to the test, and
 // unregisters them when it ends.
@@ -80,15 +51,15 @@ func registerPins(t *testing.T, pins ...gpio.PinIO) {
 
 func TestReadPins(t *testing.T) {
 	pfx := "TEST_" + t.Name() + "_"
-	inHigh := newTestPin(pfx+"GPIO24", gpio.IN_HIGH, gpio.High)
-	inLow := newTestPin(pfx+"GPIO22", gpio.IN_LOW, gpio.Low)
-	outHigh := newTestPin(pfx+"GPIO23", gpio.OUT_HIGH, gpio.High)
-	outLow := newTestPin(pfx+"GPIO27", gpio.OUT, gpio.Low)
-	openDrain := newTestPin(pfx+"GPIO5", gpio.OUT_OC, gpio.High)
-	plainIn := newTestPin(pfx+"GPIO6", gpio.IN, gpio.High)
-	uart := newTestPin(pfx+"GPIO14", "UART0_TX", gpio.High)
-	unset := newTestPin(pfx+"GPIO2", pin.FuncNone, gpio.High)
-	legacy := &legacyPin{PinIO: gpio.INVALID, N: pfx + "GPIO16", Fn: "Out/High", L: gpio.High}
+	inHigh := newPin(pfx+"GPIO24", gpio.IN_HIGH, gpio.High)
+	inLow := newPin(pfx+"GPIO22", gpio.IN_LOW, gpio.Low)
+	outHigh := newPin(pfx+"GPIO23", gpio.OUT_HIGH, gpio.High)
+	outLow := newPin(pfx+"GPIO27", gpio.OUT, gpio.Low)
+	openDrain := newPin(pfx+"GPIO5", gpio.OUT_OC, gpio.High)
+	plainIn := newPin(pfx+"GPIO6", gpio.IN, gpio.High)
+	uart := newPin(pfx+"GPIO14", "UART0_TX", gpio.High)
+	unset := newPin(pfx+"GPIO2", pin.FuncNone, gpio.High)
+	legacy := legacyPin{newPin(pfx+"GPIO16", "Out/High", gpio.High)}
 	registerPins(t, inHigh, inLow, outHigh, outLow, openDrain, plainIn, uart, unset, legacy)
 	alias := pfx + "POWER_LED"
 	if err := gpioreg.RegisterAlias(alias, inLow.N); err != nil {
@@ -111,7 +82,7 @@ func TestReadPins(t *testing.T) {
 		{PinSpec{"reset_switch", outLow.N, false}, PinState{outLow.N, out, off, false}},
 		{PinSpec{"open_drain", openDrain.N, false}, PinState{openDrain.N, out, on, false}},
 		{PinSpec{"plain_in", plainIn.N, true}, PinState{plainIn.N, in, off, true}},
-		{PinSpec{"legacy", legacy.N, false}, PinState{legacy.N, out, on, false}},
+		{PinSpec{"legacy", legacy.Name(), false}, PinState{legacy.Name(), out, on, false}},
 		{PinSpec{"alias", alias, true}, PinState{alias, in, on, true}},
 		{PinSpec{"uart", uart.N, false}, PinState{GPIO: uart.N}},
 		{PinSpec{"unset", unset.N, true}, PinState{GPIO: unset.N, ActiveLow: true}},
@@ -126,15 +97,18 @@ func TestReadPins(t *testing.T) {
 			}
 		})
 	}
-	if n := uart.readCount() + unset.readCount(); n != 0 {
-		t.Errorf("pins that are not GPIOs now were read %d times", n)
+	for p, l := range map[*gpiotest.Pin]gpio.Level{inHigh: gpio.High, inLow: gpio.Low, outHigh: gpio.High,
+		outLow: gpio.Low, openDrain: gpio.High, plainIn: gpio.High, uart: gpio.High, unset: gpio.High} {
+		if !untouched(p, l) {
+			t.Errorf("ReadPins changed %s: pull %s, level %s", p.N, p.P, p.L)
+		}
 	}
 }
 
 func TestReadPinsAll(t *testing.T) {
 	pfx := "TEST_" + t.Name() + "_"
-	led := newTestPin(pfx+"GPIO24", gpio.IN_LOW, gpio.Low)
-	sw := newTestPin(pfx+"GPIO23", gpio.OUT_LOW, gpio.Low)
+	led := newPin(pfx+"GPIO24", gpio.IN_LOW, gpio.Low)
+	sw := newPin(pfx+"GPIO23", gpio.OUT_LOW, gpio.Low)
 	registerPins(t, led, sw)
 	got := ReadPins([]PinSpec{
 		{Name: "atx_power_led", GPIO: led.N, ActiveLow: true},
@@ -156,8 +130,8 @@ func TestReadPinsAll(t *testing.T) {
 // change, as concurrent /api/info requests do (run with -race).
 func TestReadPinsConcurrent(t *testing.T) {
 	pfx := "TEST_" + t.Name() + "_"
-	a := newTestPin(pfx+"A", gpio.IN_LOW, gpio.Low)
-	b := newTestPin(pfx+"B", gpio.OUT_HIGH, gpio.High)
+	a := newPin(pfx+"A", gpio.IN_LOW, gpio.Low)
+	b := newPin(pfx+"B", gpio.OUT_HIGH, gpio.High)
 	registerPins(t, a, b)
 	specs := []PinSpec{{Name: "a", GPIO: a.N}, {Name: "b", GPIO: b.N, ActiveLow: true}}
 	stop := make(chan struct{})
@@ -171,8 +145,12 @@ func TestReadPinsConcurrent(t *testing.T) {
 				return
 			default:
 			}
-			a.set(gpio.IN, gpio.Level(i%2 == 0))
-			b.set(gpio.OUT, gpio.Level(i%3 == 0))
+			a.Lock()
+			a.L = gpio.Level(i%2 == 0)
+			a.Unlock()
+			b.Lock()
+			b.L = gpio.Level(i%3 == 0)
+			b.Unlock()
 		}
 	}()
 	var readers sync.WaitGroup
@@ -194,14 +172,10 @@ func TestReadPinsConcurrent(t *testing.T) {
 	flipper.Wait()
 }
 
-// TestReadPinUnrequestedLine checks that a /dev/gpiochip line this process
-// never requested is not read: reading would request it as a pulled-up
-// input.
+// TestReadPinUnrequestedLine checks that a /dev/gpiochip line is not
+// read: reading would request it as a pulled-up input.
 func TestReadPinUnrequestedLine(t *testing.T) {
 	var line gpioioctl.GPIOLine
-	if d := lineDirection(&line); d != "NotSet" {
-		t.Fatalf("lineDirection(unrequested) = %q, want NotSet", d)
-	}
 	got := readPin(&line, PinSpec{GPIO: "GPIO24"})
 	if want := (PinState{GPIO: "GPIO24"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("readPin(unrequested line) = %s, want %s", jsonOf(t, got), jsonOf(t, want))

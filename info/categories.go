@@ -32,27 +32,17 @@ type platform struct {
 	Board  *string `json:"board"`
 }
 
-func (s *Source) platformOf(dt hw.DeviceTree, ok bool) platform {
-	p := platform{Type: s.profile.Type, Model: nullable(s.profile.Model), Video: nullable(platformVideo(s.profile.Video, s.cfg.FS)), Board: nullable(s.profile.Board)}
-	if ok {
-		p.Base, p.Serial = nullable(dt.Model), nullable(dt.Serial)
+// platformOf is hw.platform: base and serial from the device tree, the
+// rest from the board profile (PiKVM's platform file where there is one).
+func (s *Source) platformOf(dt hw.DeviceTree) platform {
+	return platform{
+		Type:   s.profile.Type,
+		Base:   nullable(dt.Model),
+		Serial: nullable(dt.Serial),
+		Model:  nullable(s.profile.Model),
+		Video:  nullable(s.profile.Video),
+		Board:  nullable(s.profile.Board),
 	}
-	return p
-}
-
-// platformVideo is PiKVM's PIKVM_VIDEO for a build detected as video
-// (from the board profile): a build for an HDMI-to-CSI bridge ("hdmi") whose
-// capture is a USB dongle (uvcvideo: MS2109, MS2130) is "hdmiusb", as
-// PiKVM's v2/v3 hdmiusb images say.
-func platformVideo(video string, f hw.FS) string {
-	if video != "hdmi" {
-		return video
-	}
-	devs, err := f.VideoDevices()
-	if d, ok := hw.PickCapture(devs); err == nil && ok && d.Kind() == hw.CaptureUSB {
-		return "hdmiusb"
-	}
-	return video
 }
 
 type kernel struct {
@@ -187,7 +177,8 @@ func (s *Source) health() any {
 		th = s.past.Track(th)
 		f := th.Flags()
 		h.Throttling = &Throttling{
-			RawFlags: th.Raw,
+			IgnorePast: s.profile.IgnorePast,
+			RawFlags:   th.Raw,
 			ParsedFlags: map[string]NowPast{
 				"undervoltage": {f.Undervoltage.Now, f.Undervoltage.Past},
 				"freq_capped":  {f.FreqCapped.Now, f.FreqCapped.Past},

@@ -79,10 +79,10 @@ func New(cfg Config) *Source {
 	}
 	s := &Source{cfg: cfg, errs: map[string]string{}}
 
-	dt, err := cfg.FS.DeviceTree()
-	s.report("device-tree", err)
-	s.profile = board.Detect(dt)
-	s.platform = mustJSON(s.platformOf(dt, err == nil))
+	facts, err := board.Read(cfg.FS)
+	s.report("board", err)
+	s.profile = board.Identify(facts)
+	s.platform = mustJSON(s.platformOf(facts.DeviceTree))
 	s.systemFull, s.systemBare = s.system()
 
 	ttl := cfg.TTL

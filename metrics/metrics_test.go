@@ -120,7 +120,7 @@ func TestRPi4Values(t *testing.T) {
 	}
 	for _, line := range []string{
 		"kvmd_cpu_temperature_celsius 62.322",
-		"kvmd_cpu_usage_percent 2",
+		"kvmd_cpu_usage_percent 1",
 		"kvmd_memory_total_bytes 3.976179712e+09",
 		"kvmd_memory_available_bytes 3.494125568e+09",
 		"kvmd_memory_used_percent 12.1",

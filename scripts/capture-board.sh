@@ -15,8 +15,9 @@
 # loadavg; kernel host name, ostype, osrelease, version and arch; thermal
 # zones' type and temp; the firmware's get_throttled; every hwmon's name and
 # in0_lcrit_alarm; the whole USB gadget tree below /sys/kernel/config; every
-# UDC's state; every video4linux capture node's name, index, dev and its
-# device's driver. Reading get_throttled may log a one-time "deprecated"
+# UDC's state; every video4linux node's (video and sub-device) name, index,
+# dev and its device's driver; every media device's model and dev; PiKVM's
+# platform file. Reading get_throttled may log a one-time "deprecated"
 # warning in the kernel log; that is harmless.
 #
 # A sysfs symlink with a relative target (sys/class/... -> ../../devices/...)
@@ -238,3 +239,7 @@ done
 each 'sys/class/udc/*/state'
 each 'sys/class/video4linux/video*/name' 'sys/class/video4linux/video*/index' \
 	'sys/class/video4linux/video*/dev' 'sys/class/video4linux/video*/device/driver'
+each 'sys/class/video4linux/v4l-subdev*/name' 'sys/class/video4linux/v4l-subdev*/index' \
+	'sys/class/video4linux/v4l-subdev*/dev' 'sys/class/video4linux/v4l-subdev*/device/driver'
+each 'sys/bus/media/devices/media*/model' 'sys/bus/media/devices/media*/dev'
+each usr/lib/kvmd/platform

@@ -17,18 +17,29 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestInfoGolden")
 
-// TestInfoGolden runs the real binary on every bundled board tree and
-// compares its /api/info, in both layouts, with the golden files in
-// testdata/golden. Run with -update after a deliberate change and review
-// the diff.
+// TestInfoGolden runs the real binary on every board tree in
+// board/testdata and compares its /api/info, in both layouts, with the
+// golden files in testdata/golden. After a deliberate change, regenerate
+// them all with
+//
+//	go test ./cmd/kvmd -run TestInfoGolden -update
+//
+// and review the diff.
 func TestInfoGolden(t *testing.T) {
 	users := usersFile(t, "admin", "pw")
 	meta := filepath.Join(t.TempDir(), "meta.yaml")
 	os.WriteFile(meta, []byte("server:\n  host: \"@auto\"\nkvm:\n  name: golden\n"), 0o600)
-	for _, board := range []string{"rpi4", "rpi5", "zero2w", "x86"} {
+	archives, err := filepath.Glob(filepath.Join("..", "..", "board", "testdata", "*.ttar"))
+	if err != nil || len(archives) == 0 {
+		t.Fatalf("no board trees: %v", err)
+	}
+	boards := map[string]bool{}
+	for _, archive := range archives {
+		board := strings.TrimSuffix(filepath.Base(archive), ".ttar")
+		boards[board] = true
 		t.Run(board, func(t *testing.T) {
 			root := t.TempDir()
-			if err := fixture.UnpackFile(filepath.Join("..", "..", "board", "testdata", board+".ttar"), root); err != nil {
+			if err := fixture.UnpackFile(archive, root); err != nil {
 				t.Fatal(err)
 			}
 			addr := testutil.FreeAddr(t)
@@ -51,7 +62,7 @@ func TestInfoGolden(t *testing.T) {
 				}
 				want, err := os.ReadFile(golden)
 				if err != nil {
-					t.Fatalf("%v (run go test -run TestInfoGolden -update to create it)", err)
+					t.Fatalf("%v (run go test ./cmd/kvmd -run TestInfoGolden -update to create it)", err)
 				}
 				if !bytes.Equal(got, want) {
 					t.Errorf("%s differs from %s (-want +got):\n%s", q, golden, lineDiff(string(want), string(got)))
@@ -61,6 +72,17 @@ func TestInfoGolden(t *testing.T) {
 				t.Errorf("errors logged:\n%s", out)
 			}
 		})
+	}
+	// A golden file without its tree tests nothing.
+	goldens, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
+	for _, g := range goldens {
+		if board := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(g), ".json"), "-new"); !boards[board] {
+			if *update {
+				os.Remove(g)
+				continue
+			}
+			t.Errorf("%s has no board tree in board/testdata (remove it, or run with -update)", g)
+		}
 	}
 }
 

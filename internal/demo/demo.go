@@ -120,8 +120,8 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 	}
 
 	fs := hw.New(d.Root)
-	dt, _ := fs.DeviceTree() // none: no profile, no pins
-	prof := board.Detect(dt)
+	facts, _ := board.Read(fs) // what cannot be read leaves no profile, no pins
+	prof := board.Identify(facts)
 	levels := map[string]gpio.Level{"atx_power_led": gpio.High, "atx_hdd_led": gpio.Low}
 	for _, p := range prof.Pins {
 		if gpioreg.ByName(p.GPIO) != nil {
