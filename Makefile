@@ -55,7 +55,8 @@ demo:
 ## test: lint, unit and integration tests, race detector, ARM builds under qemu, short fuzzing.
 test: deps lint unit race smoke fuzz
 
-# Tests that need real journal files fail, not skip, when the tools are missing.
+# Tests that need a tool make deps installs (journal files, qemu-user, Chromium, slapd...) fail,
+# not skip, when it is missing: internal/testutil.Required.
 export JOURNALTEST_REQUIRE := 1
 
 # unit leaves the firmware package (ARM builds under qemu) to smoke.
@@ -67,9 +68,9 @@ race:
 
 ## smoke: the ARM builds under qemu-user: the firmware tests (cross builds, reproducibility,
 ## each ARM binary serving on the Raspberry Pi 4 fixture) and the hw package's tests as arm64.
-## KVMD_REQUIRE_QEMU=1: without qemu they fail here rather than skip.
+## Without qemu they fail here rather than skip (JOURNALTEST_REQUIRE, above).
 smoke: deps
-	KVMD_REQUIRE_QEMU=1 $(GO) test -count=1 -v ./firmware/
+	$(GO) test -count=1 -v ./firmware/
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec 'qemu-aarch64 -cpu cortex-a53' ./hw/...
 
 fuzz:

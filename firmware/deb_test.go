@@ -60,10 +60,10 @@ var debFiles = map[string]string{
 }
 
 // debTools skips t without dpkg-deb, dpkg and lintian, or fails it when
-// KVMD_REQUIRE_QEMU=1 (make smoke).
+// testutil.Required (make test).
 func debTools(t *testing.T) {
 	t.Helper()
-	requireTools(t, "apt-get install dpkg-dev lintian", "dpkg-deb", "dpkg", "lintian")
+	requireTools(t, "dpkg-dev lintian", "dpkg-deb", "dpkg", "lintian")
 }
 
 func findTarget(t *testing.T, name string) target {

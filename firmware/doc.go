@@ -12,8 +12,7 @@
 //     refuses a request without credentials, and exits cleanly on SIGTERM.
 //   - the Debian packages of `make deb` (scripts/mkdeb.sh) hold exactly
 //     the expected files, root-owned with fixed modes and mtimes, build
-//     reproducibly and pass lintian (needed, like qemu, under
-//     KVMD_REQUIRE_QEMU=1).
+//     reproducibly and pass lintian.
 //   - the Buildroot tree (buildroot/): kvmd built as its kvmd.mk has
 //     Buildroot build it (vendored, -mod=vendor, GOPROXY=off) runs under
 //     qemu on an ARM1176; the post-image script makes a real SD card image
@@ -24,8 +23,9 @@
 // The tests build the binaries themselves, with the flags of the
 // Makefile's cross target, so `go test ./...` needs nothing else than Go,
 // qemu-user and systemd-journal-remote (`make deps` installs the last
-// two). Without qemu they skip, unless KVMD_REQUIRE_QEMU=1 (as `make
-// smoke` sets it), when they fail.
+// two). Without qemu, or another tool a test needs, they skip, unless
+// JOURNALTEST_REQUIRE is set (as make test sets it; see
+// testutil.Required), when they fail.
 //
 // Each emulated start logs one line for BENCHMARKS.md, for instance
 //

@@ -63,7 +63,7 @@ func TestBoardConfig(t *testing.T) {
 // FAT partition holding those files and config.txt, then the root file
 // system byte for byte.
 func TestPostImage(t *testing.T) {
-	requireTools(t, "apt-get install genimage dosfstools mtools fdisk e2fsprogs",
+	requireTools(t, "genimage dosfstools mtools fdisk e2fsprogs",
 		"genimage", "mkdosfs", "mcopy", "mdir", "sfdisk", "mkfs.ext4")
 	script := filepath.Join(moduleRoot, "buildroot/board/kvmd/common/post-image.sh")
 	for _, dir := range boardDirs(t) {

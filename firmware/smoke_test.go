@@ -42,22 +42,14 @@ const (
 )
 
 // emulator returns the command line that runs tg's binaries: qemu-user,
-// named with its CPU, not left to binfmt. Without qemu it skips t, or
-// fails it when KVMD_REQUIRE_QEMU=1, as `make smoke` sets for CI.
+// named with its CPU, not left to binfmt (Debian's qemu-user-static names
+// it with a suffix). Without qemu it skips t, or fails it when
+// testutil.Required, as make test has it for CI.
 func emulator(t *testing.T, tg target) []string {
 	t.Helper()
 	name := tg.qemu[0]
-	for _, n := range []string{name, name + "-static"} {
-		if p, err := exec.LookPath(n); err == nil {
-			return append([]string{p}, tg.qemu[1:]...)
-		}
-	}
-	msg := fmt.Sprintf("firmware: %s is not installed (apt-get install qemu-user, or make deps)", name)
-	if os.Getenv("KVMD_REQUIRE_QEMU") == "1" {
-		t.Fatal(msg + "; failing because KVMD_REQUIRE_QEMU=1")
-	}
-	t.Skip(msg + "; set KVMD_REQUIRE_QEMU=1 to fail instead of skipping")
-	return nil
+	p := testutil.NeedTool(t, "qemu-user", name, name+"-static")
+	return append([]string{p}, tg.qemu[1:]...)
 }
 
 // command returns a command running bin with args under emu.

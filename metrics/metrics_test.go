@@ -21,6 +21,7 @@ import (
 	"kvmd/hw/v4l2test"
 	"kvmd/info"
 	"kvmd/internal/fixture"
+	"kvmd/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
@@ -250,15 +251,12 @@ func checkSyntax(t *testing.T, out string) {
 // promtoolCheck lints an exposition with Prometheus's own promtool (Debian
 // package prometheus): it parses it as the server does and flags missing
 // HELP, bad names and units, counters without _total. make test installs
-// it and sets JOURNALTEST_REQUIRE: then a missing one fails the test.
+// it and sets testutil.RequireEnv: then a missing one fails the test.
 func promtoolCheck(t *testing.T, out []byte) {
 	t.Helper()
-	bin, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("JOURNALTEST_REQUIRE") != "" {
-			t.Fatalf("promtool is needed (Debian package prometheus; make deps installs it): %v", err)
-		}
-		t.Logf("no promtool, exposition not linted: %v", err)
+	bin, ok := testutil.WantTool(t, "prometheus", "promtool")
+	if !ok {
+		t.Log("no promtool, exposition not linted")
 		return
 	}
 	cmd := exec.Command(bin, "check", "metrics")

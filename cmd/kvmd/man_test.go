@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kvmd/internal/testutil"
 )
 
 // manPage is the manual page scripts/mkdeb.sh installs as kvmd(8).
@@ -492,7 +494,7 @@ func TestManLint(t *testing.T) {
 		{"groff", "groff-base", []string{"-man", "-Tutf8", "-ww", "-z"}},
 	} {
 		t.Run(l.name, func(t *testing.T) {
-			bin := needTool(t, l.name, l.pkg)
+			bin := testutil.NeedTool(t, l.pkg, l.name)
 			lint := func(path string) (string, error) {
 				out, err := exec.Command(bin, append(l.args, path)...).CombinedOutput()
 				return strings.TrimSpace(string(out)), err

@@ -24,7 +24,7 @@ import (
 // credentials, and returns its address.
 func startPrometheus(t *testing.T, target, user, passwd string) string {
 	t.Helper()
-	bin := needTool(t, "prometheus", "prometheus")
+	bin := testutil.NeedTool(t, "prometheus", "prometheus")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "passwd"), []byte(passwd+"\n"), 0o600); err != nil {
 		t.Fatal(err)

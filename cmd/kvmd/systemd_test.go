@@ -12,28 +12,13 @@ import (
 
 	"kvmd/firstboot"
 	"kvmd/hw"
+	"kvmd/internal/testutil"
 )
 
 // unitDir holds the systemd units and the sysusers.d file shipped with kvmd.
 const unitDir = "../../systemd"
 
 var unitFiles = []string{"kvmd.service", "kvmd.socket", "kvmd-firstboot.service"}
-
-// needTool finds a command from the Debian package pkg. make test
-// installs them (make deps) and sets JOURNALTEST_REQUIRE, the flag of
-// "the Debian packages are installed": then a missing one fails the test
-// rather than skipping it.
-func needTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("JOURNALTEST_REQUIRE") != "" {
-			t.Fatalf("%s is needed (Debian package %s; make deps installs it): %v", name, pkg, err)
-		}
-		t.Skipf("no %s (Debian package %s): %v", name, pkg, err)
-	}
-	return path
-}
 
 // unitCopies copies the units into a temporary directory with ExecStart
 // pointing at the kvmd binary built for the tests, since verify checks
@@ -73,7 +58,7 @@ func verify(t *testing.T, dir string) (string, error) {
 	for _, name := range unitFiles {
 		args = append(args, filepath.Join(dir, name))
 	}
-	out, err := exec.Command(needTool(t, "systemd-analyze", "systemd"), args...).CombinedOutput()
+	out, err := exec.Command(testutil.NeedTool(t, "systemd", "systemd-analyze"), args...).CombinedOutput()
 	var ours strings.Builder
 	for line := range strings.Lines(string(out)) {
 		if strings.HasPrefix(line, "/lib/systemd/") || strings.HasPrefix(line, "/usr/lib/systemd/") {
@@ -233,7 +218,7 @@ func TestSystemdHardening(t *testing.T) {
 	// lowest a network daemon with device access gets there. A newer
 	// systemd may score differently; raise the threshold only for that.
 	dir := unitCopies(t)
-	out, err := exec.Command(needTool(t, "systemd-analyze", "systemd"), "security", "--offline=true", "--threshold=20", "--no-pager",
+	out, err := exec.Command(testutil.NeedTool(t, "systemd", "systemd-analyze"), "security", "--offline=true", "--threshold=20", "--no-pager",
 		filepath.Join(dir, "kvmd.service")).CombinedOutput()
 	if err != nil {
 		var lost []string // systemd's table, less the checks passed
@@ -301,7 +286,7 @@ func TestSysusers(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(root, "etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(needTool(t, "systemd-sysusers", "systemd"), "--root="+root, conf).CombinedOutput()
+	out, err := exec.Command(testutil.NeedTool(t, "systemd", "systemd-sysusers"), "--root="+root, conf).CombinedOutput()
 	if err != nil {
 		t.Fatalf("systemd-sysusers: %v\n%s", err, out)
 	}

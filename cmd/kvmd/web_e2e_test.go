@@ -31,7 +31,7 @@ const screenshotDir = "../../docs/screenshots"
 // pages it is sent to.
 func startBrowser(t *testing.T) context.Context {
 	t.Helper()
-	path := needTool(t, "chromium", "chromium")
+	path := testutil.NeedTool(t, "chromium", "chromium")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),

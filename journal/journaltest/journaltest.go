@@ -64,17 +64,13 @@ func Available() bool {
 }
 
 // Require skips the test when systemd-journal-remote is not installed
-// (apt-get install systemd-journal-remote), or fails it when the
-// environment has JOURNALTEST_REQUIRE=1, as CI should.
+// (apt-get install systemd-journal-remote), or fails it when
+// testutil.Required, as make test has it.
 func Require(t testing.TB) {
 	t.Helper()
-	if Available() {
-		return
+	if !Available() {
+		testutil.Missing(t, fmt.Sprintf("journaltest: %s is missing (apt-get install systemd-journal-remote)", Remote))
 	}
-	if os.Getenv("JOURNALTEST_REQUIRE") == "1" {
-		t.Fatalf("journaltest: %s is missing (apt-get install systemd-journal-remote)", Remote)
-	}
-	t.Skipf("journaltest: %s is missing (apt-get install systemd-journal-remote)", Remote)
 }
 
 var (

@@ -41,6 +41,8 @@ import (
 	"time"
 
 	"github.com/go-ldap/ldap/v3"
+
+	"kvmd/internal/testutil"
 )
 
 // The directory's names.
@@ -89,25 +91,11 @@ type Server struct {
 }
 
 // Find returns the paths of slapd and slapadd. When they are missing it
-// skips the test, or fails it when the environment has
-// JOURNALTEST_REQUIRE set, as make test does.
+// skips the test, or fails it when testutil.Required, as make test has
+// it.
 func Find(t testing.TB) (slapd, slapadd string) {
 	t.Helper()
-	find := func(name string) string {
-		path, err := exec.LookPath(name)
-		if err != nil {
-			// /usr/sbin is not in every user's PATH.
-			path, err = exec.LookPath("/usr/sbin/" + name)
-		}
-		if err != nil {
-			if os.Getenv("JOURNALTEST_REQUIRE") != "" {
-				t.Fatalf("%s (Debian package slapd) is required: %v", name, err)
-			}
-			t.Skipf("%s (Debian package slapd) not installed: %v", name, err)
-		}
-		return path
-	}
-	return find("slapd"), find("slapadd")
+	return testutil.NeedTool(t, "slapd", "slapd"), testutil.NeedTool(t, "slapd", "slapadd")
 }
 
 // Start runs a slapd for the test and stops it when the test ends.

@@ -40,17 +40,13 @@ func Available() bool {
 }
 
 // Require skips the test when FreeRADIUS is not installed (apt-get
-// install freeradius), or fails it when the environment has
-// JOURNALTEST_REQUIRE set, as make test does.
+// install freeradius), or fails it when testutil.Required, as make test
+// has it.
 func Require(t testing.TB) {
 	t.Helper()
-	if Available() {
-		return
+	if !Available() {
+		testutil.Missing(t, fmt.Sprintf("radiustest: %s is missing (apt-get install freeradius)", Binary))
 	}
-	if os.Getenv("JOURNALTEST_REQUIRE") != "" {
-		t.Fatalf("radiustest: %s is missing (apt-get install freeradius)", Binary)
-	}
-	t.Skipf("radiustest: %s is missing (apt-get install freeradius)", Binary)
 }
 
 // Config is what the server knows.
