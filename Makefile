@@ -10,7 +10,8 @@ STATICCHECK_VERSION := v0.8.2
 # with a bare "context deadline exceeded" and no crasher (a race in Go's
 # fuzz coordinator, golang/go#75804, fixed in Go 1.27, not in 1.26).
 FUZZTIME ?= 20000x
-# name:package of every fuzz target; make test runs each for FUZZTIME executions.
+# name:package directory of every fuzz target, in either module; make test runs each for
+# FUZZTIME executions, from the package's directory.
 FUZZ_TARGETS := \
 	FuzzParseBasic:./httpd/ \
 	FuzzSessionToken:./httpd/ \
@@ -19,7 +20,7 @@ FUZZ_TARGETS := \
 	FuzzParseLine:./auth/ \
 	FuzzParseHash:./auth/ \
 	FuzzParseHtpasswd:./auth/ \
-	FuzzRespReader:./cmd/kvmbench/ \
+	FuzzRespReader:./tools/cmd/kvmbench/ \
 	FuzzParseFields:./info/ \
 	FuzzParseMeminfo:./hw/ \
 	FuzzParseStat:./hw/ \
@@ -59,9 +60,12 @@ test: deps lint unit race smoke fuzz
 # not skip, when it is missing: internal/testutil.Required.
 export JOURNALTEST_REQUIRE := 1
 
-# unit leaves the firmware package (ARM builds under qemu) to smoke.
+# unit leaves the firmware package (ARM builds under qemu) to smoke. The tools module (tools/:
+# kvmbench, the Buildroot checker, the browser tests of the web UI) is a module of its own, so
+# that the daemon's go.mod lists only what the appliance needs: its tests run from there.
 unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/firmware$$')
+	cd tools && $(GO) test -count=1 ./...
 
 race:
 	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/...
@@ -77,7 +81,7 @@ fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		name=$${t%%:*}; pkg=$${t#*:}; \
 		echo "fuzz $$name ($(FUZZTIME))"; \
-		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		(cd $$pkg && $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) .); \
 	done
 
 $(TOOLS)/staticcheck:
@@ -91,20 +95,24 @@ lint: $(TOOLS)/staticcheck
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=6 $(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
 	$(TOOLS)/staticcheck -tags demo ./cmd/kvmd
+	cd tools && $(GO) vet ./...
+	cd tools && CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=6 $(GO) vet ./...
+	cd tools && $(TOOLS)/staticcheck ./...
 	shellcheck $(SHELL_SCRIPTS)
 
 ## bench: build and cross-build, then measure against a bare net/http baseline, natively and the ARM
 ## builds under qemu-user against the baseline cross-built; writes BENCHMARKS.md. kvmd runs as the
 ## demo builds (--demo serves the bundled board); the sizes reported are the release builds'.
+## kvmbench is in the tools module (tools/cmd/kvmbench).
 bench: deps build cross demo
 	@mkdir -p bin/demo
 	GOARCH=arm64 $(CROSS) -tags demo -o bin/demo/kvmd-linux-arm64 ./cmd/kvmd
 	GOARCH=arm GOARM=7 $(CROSS) -tags demo -o bin/demo/kvmd-linux-armv7 ./cmd/kvmd
 	GOARCH=arm GOARM=6 $(CROSS) -tags demo -o bin/demo/kvmd-linux-armv6 ./cmd/kvmd
-	$(GO) build -o bin/kvmbench ./cmd/kvmbench
-	GOARCH=arm64 $(CROSS) -o bin/kvmbench-linux-arm64 ./cmd/kvmbench
-	GOARCH=arm GOARM=7 $(CROSS) -o bin/kvmbench-linux-armv7 ./cmd/kvmbench
-	GOARCH=arm GOARM=6 $(CROSS) -o bin/kvmbench-linux-armv6 ./cmd/kvmbench
+	cd tools && $(GO) build -o ../bin/kvmbench ./cmd/kvmbench
+	cd tools && GOARCH=arm64 $(CROSS) -o ../bin/kvmbench-linux-arm64 ./cmd/kvmbench
+	cd tools && GOARCH=arm GOARM=7 $(CROSS) -o ../bin/kvmbench-linux-armv7 ./cmd/kvmbench
+	cd tools && GOARCH=arm GOARM=6 $(CROSS) -o ../bin/kvmbench-linux-armv6 ./cmd/kvmbench
 	./bin/kvmbench run --kvmd bin/kvmd-demo --arm-dir bin/demo --release bin/kvmd --release-dir dist --out BENCHMARKS.md
 
 ## cross: static, stripped, reproducible binaries for the Pi boards and amd64.
@@ -131,11 +139,12 @@ deb: cross
 	sh scripts/mkdeb.sh armhf '$(DEB_VERSION)' dist/kvmd-linux-armv7 dist
 	sh scripts/mkdeb.sh amd64 '$(DEB_VERSION)' dist/kvmd-linux-amd64 dist
 
-## buildroot-check: the BR2_EXTERNAL tree in buildroot/, checked statically (cmd/brcheck; make test
-## runs the same checks). BUILDROOT=DIR, a Buildroot source tree of the release in
+## buildroot-check: the BR2_EXTERNAL tree in buildroot/, checked statically (tools/cmd/brcheck;
+## make test runs the same checks). BUILDROOT=DIR, a Buildroot source tree of the release in
 ## buildroot/BUILDROOT_VERSION, also checks every option the defconfigs set against it.
 buildroot-check:
-	$(GO) run ./cmd/brcheck $(if $(BUILDROOT),-buildroot '$(BUILDROOT)') buildroot
+	cd tools && $(GO) build -o ../bin/brcheck ./cmd/brcheck
+	./bin/brcheck $(if $(BUILDROOT),-buildroot '$(BUILDROOT)') buildroot
 
 clean:
 	rm -rf bin dist

@@ -13,12 +13,12 @@
 //   - the Debian packages of `make deb` (scripts/mkdeb.sh) hold exactly
 //     the expected files, root-owned with fixed modes and mtimes, build
 //     reproducibly and pass lintian.
-//   - the Buildroot tree (buildroot/): kvmd built as its kvmd.mk has
-//     Buildroot build it (vendored, -mod=vendor, GOPROXY=off) runs under
-//     qemu on an ARM1176; the post-image script makes a real SD card image
-//     with genimage from each board's files; the post-build script's
-//     links; each board's config.txt enables the USB device port and the
-//     HDMI capture bridge. (internal/brcheck checks the tree statically.)
+//   - the Buildroot tree (buildroot/): the post-image script makes a real
+//     SD card image with genimage from each board's files; the post-build
+//     script's links; each board's config.txt enables the USB device port
+//     and the HDMI capture bridge. (The tools module's package
+//     kvmd/tools/internal/brcheck checks the tree statically, and builds
+//     kvmd as its kvmd.mk has Buildroot build it.)
 //
 // The tests build the binaries themselves, with the flags of the
 // Makefile's cross target, so `go test ./...` needs nothing else than Go,

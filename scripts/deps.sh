@@ -10,7 +10,7 @@
 # genimage, dosfstools, mtools and fdisk (sfdisk) build and read the SD card
 # image of the Buildroot tree's post-image script (firmware/image_test.go);
 # The linter shellcheck checks the shell scripts (make lint). chromium runs
-# the web UI's browser tests (cmd/kvmd/web_e2e_test.go). prometheus scrapes
+# the web UI's browser tests (tools/webtest). prometheus scrapes
 # the daemon's metrics in cmd/kvmd/metrics_e2e_test.go; the test runs its own
 # server, so the package's service is neither started (policy-rc.d below)
 # nor enabled.

@@ -11,7 +11,7 @@ import (
 
 // The tree kvmd ships, checked as it is.
 func TestKvmdTree(t *testing.T) {
-	ps, err := Check("../../buildroot", "")
+	ps, err := Check("../../../buildroot", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestKvmdTree(t *testing.T) {
 	if br == "" {
 		t.Skip("BUILDROOT not set: options not checked against a Buildroot release")
 	}
-	ps, err = Check("../../buildroot", br)
+	ps, err = Check("../../../buildroot", br)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +41,11 @@ func copyTree(t *testing.T) string {
 	t.Helper()
 	top := t.TempDir()
 	ext := filepath.Join(top, "buildroot")
-	if err := testutil.CopyTree("../../buildroot", ext); err != nil {
+	if err := testutil.CopyTree("../../../buildroot", ext); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range []string{"go.mod", "cmd"} {
-		abs, _ := filepath.Abs(filepath.Join("../..", l))
+		abs, _ := filepath.Abs(filepath.Join("../../..", l))
 		if err := os.Symlink(abs, filepath.Join(top, l)); err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,5 @@
 // Command brcheck checks kvmd's Buildroot BR2_EXTERNAL tree statically
-// (see package kvmd/internal/brcheck): brcheck [-buildroot DIR] TREE.
+// (see package kvmd/tools/internal/brcheck): brcheck [-buildroot DIR] TREE.
 // It prints one problem a line and exits 1 if there are any.
 package main
 
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"kvmd/internal/brcheck"
+	"kvmd/tools/internal/brcheck"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-package main
+package webtest
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 
 // screenshotDir is where the browser tests save their screenshots, linked
 // from the README.
-const screenshotDir = "../../docs/screenshots"
+const screenshotDir = repoRoot + "/docs/screenshots"
 
 // startBrowser starts a headless Chromium (Debian's, /usr/bin/chromium) for t
 // and returns its context. The flags keep it off the network but for the
@@ -32,9 +32,10 @@ const screenshotDir = "../../docs/screenshots"
 func startBrowser(t *testing.T) context.Context {
 	t.Helper()
 	path := testutil.NeedTool(t, "chromium", "chromium")
+	profile := profileDir(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 900),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
@@ -44,6 +45,34 @@ func startBrowser(t *testing.T) context.Context {
 		t.Fatalf("starting chromium: %v", err)
 	}
 	return ctx
+}
+
+// profileDir returns a directory for Chromium's profile, removed when the
+// test ends. It is no t.TempDir: Chromium's helper processes outlive the
+// browser process that chromedp waits for, and may still write to the
+// profile for a moment, which fails t.TempDir's removal ("directory not
+// empty"); this one is removed once they are done.
+func profileDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kvmd-webtest-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // registered before the browser's: runs after it ended
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			err := os.RemoveAll(dir)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("removing Chromium's profile: %v", err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	return dir
 }
 
 // act runs browser actions with a deadline, failing t with what.
@@ -138,8 +167,8 @@ func TestWebUI(t *testing.T) {
 	w.Sync()
 	users := usersFile(t, "admin", "web pass")
 	addr := testutil.FreeAddr(t)
-	d := startDaemon(t, nil, nil, "serve", "--demo", "--listen", addr, "--users", users, "--journal-dir", jdir)
-	d.stderr.wait(t, `kvmd listening`)
+	d := startDaemon(t, "serve", "--demo", "--listen", addr, "--users", users, "--journal-dir", jdir)
+	d.Stderr.Wait(t, `kvmd listening`)
 	base := "http://" + addr
 	ctx := startBrowser(t)
 
@@ -278,7 +307,7 @@ func TestWebUI(t *testing.T) {
 	}
 
 	// The device goes away: the login page says it cannot reach it.
-	if err := d.stop(t); err != nil {
+	if err := d.Stop(t); err != nil {
 		t.Fatalf("daemon exit: %v", err)
 	}
 	login(t, ctx, "admin", "web pass", "")
@@ -296,8 +325,8 @@ func TestWebUI2FA(t *testing.T) {
 	}
 	users := usersFile(t, "admin", "web pass")
 	addr := testutil.FreeAddr(t)
-	d := startDaemon(t, nil, nil, "serve", "--demo", "--listen", addr, "--users", users, "--totp-secret", totpFile)
-	d.stderr.wait(t, `kvmd listening`)
+	d := startDaemon(t, "serve", "--demo", "--listen", addr, "--users", users, "--totp-secret", totpFile)
+	d.Stderr.Wait(t, `kvmd listening`)
 	ctx := startBrowser(t)
 
 	act(t, ctx, "login page", chromedp.Navigate("http://"+addr+"/login"), ready)
@@ -348,9 +377,9 @@ func TestWebUIHardwareFaults(t *testing.T) {
 	}
 	users := usersFile(t, "admin", "web pass")
 	addr := testutil.FreeAddr(t)
-	d := startDaemon(t, nil, nil, "serve", "--root", root, "--listen", addr, "--users", users,
+	d := startDaemon(t, "serve", "--root", root, "--listen", addr, "--users", users,
 		"--journal-dir", t.TempDir(), "--meta", filepath.Join(root, "no-meta"), "--extras", filepath.Join(root, "no-extras"))
-	d.stderr.wait(t, `kvmd listening`)
+	d.Stderr.Wait(t, `kvmd listening`)
 	ctx := startBrowser(t)
 	act(t, ctx, "opening the dashboard", chromedp.Navigate("http://"+addr+"/"), ready)
 	login(t, ctx, "admin", "web pass", "")

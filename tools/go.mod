@@ -1,0 +1,24 @@
+module kvmd/tools
+
+go 1.26.0
+
+require (
+	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
+	github.com/chromedp/chromedp v0.14.2
+	github.com/pquerna/otp v1.5.0
+	kvmd v0.0.0
+)
+
+require (
+	github.com/boombuler/barcode v1.1.0 // indirect
+	github.com/chromedp/sysutil v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20250725192818-e39067aee2d2 // indirect
+	github.com/gobwas/httphead v0.1.0 // indirect
+	github.com/gobwas/pool v0.2.1 // indirect
+	github.com/gobwas/ws v1.4.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+// kvmd is the product module, the parent directory: the tools build and
+// test it as it is in this checkout.
+replace kvmd => ../
