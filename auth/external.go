@@ -2,9 +2,6 @@ package auth
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -59,7 +56,7 @@ type External struct {
 	ttl       time.Duration
 	timeout   time.Duration
 	slots     chan struct{}
-	hmacKey   []byte
+	cacheKey  cacheKeyer
 	cacheSize int
 
 	mu       sync.Mutex
@@ -95,12 +92,12 @@ func NewExternal(cfg ExternalConfig) (*External, error) {
 		ttl:       cfg.CacheTTL,
 		timeout:   orDefault(cfg.Timeout, DefaultTimeout),
 		slots:     make(chan struct{}, orDefault(cfg.MaxChecks, DefaultMaxChecks)),
-		hmacKey:   make([]byte, 32),
 		cacheSize: cacheSize,
 		cache:     make(map[[32]byte]time.Time),
 		inflight:  make(map[[32]byte]*check),
 	}
-	if _, err := rand.Read(e.hmacKey); err != nil {
+	var err error
+	if e.cacheKey, err = newCacheKeyer(); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -121,16 +118,6 @@ func (e *External) Name() string { return e.backend.Name() }
 // Local reports whether user is checked against the users file only.
 func (e *External) Local(user string) bool { return slices.Contains(e.local, user) }
 
-func (e *External) key(user, passwd string) [32]byte {
-	m := hmac.New(sha256.New, e.hmacKey)
-	m.Write([]byte(user))
-	m.Write([]byte{0})
-	m.Write([]byte(passwd))
-	var k [32]byte
-	m.Sum(k[:0])
-	return k
-}
-
 // Verify asks the backend whether passwd is user's password, unless a
 // success less than the TTL old answers it. It returns nil, an error
 // wrapping backend.ErrRejected, or one wrapping ErrUnavailable (and, when
@@ -138,7 +125,7 @@ func (e *External) key(user, passwd string) [32]byte {
 // within the timeout, and sooner when ctx ends. now is the
 // Authenticator's clock, which the cache's expiry follows.
 func (e *External) Verify(ctx context.Context, user, passwd string, now time.Time) (cached bool, err error) {
-	k := e.key(user, passwd)
+	k := e.cacheKey.key(user, passwd)
 	e.mu.Lock()
 	if exp, hit := e.cache[k]; hit {
 		if now.Before(exp) {

@@ -471,7 +471,7 @@ func TestExternalBound(t *testing.T) {
 		deadline := time.Now().Add(2 * time.Second)
 		for {
 			e.ext.mu.Lock()
-			c := e.ext.inflight[e.ext.key("alice", "alice-pw")]
+			c := e.ext.inflight[e.ext.cacheKey.key("alice", "alice-pw")]
 			waiting := c != nil && c.waiters == n
 			e.ext.mu.Unlock()
 			if waiting || time.Now().After(deadline) {

@@ -2,9 +2,6 @@ package auth
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"os"
@@ -45,7 +42,7 @@ type Users struct {
 	gen      atomic.Uint64
 	cacheMu  sync.RWMutex
 	cache    map[[32]byte]uint64
-	cacheKey []byte
+	cacheKey cacheKeyer
 	unknown  Hash
 	slow     chan struct{}
 }
@@ -55,14 +52,14 @@ type Users struct {
 // again.
 func OpenUsers(path string, log *slog.Logger) (*Users, error) {
 	u := &Users{
-		path:     path,
-		log:      log,
-		watch:    fileWatch{path: path},
-		cache:    make(map[[32]byte]uint64),
-		cacheKey: make([]byte, 32),
-		slow:     make(chan struct{}, runtime.GOMAXPROCS(0)),
+		path:  path,
+		log:   log,
+		watch: fileWatch{path: path},
+		cache: make(map[[32]byte]uint64),
+		slow:  make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
-	if _, err := rand.Read(u.cacheKey); err != nil {
+	var err error
+	if u.cacheKey, err = newCacheKeyer(); err != nil {
 		return nil, err
 	}
 	h, err := ParseHash(unknownUserHash)
@@ -146,23 +143,13 @@ func (u *Users) Refresh(force bool) {
 	}
 }
 
-func (u *Users) cacheKeyOf(user, passwd string) [32]byte {
-	m := hmac.New(sha256.New, u.cacheKey)
-	m.Write([]byte(user))
-	m.Write([]byte{0})
-	m.Write([]byte(passwd))
-	var k [32]byte
-	m.Sum(k[:0])
-	return k
-}
-
 // Verify reports whether passwd is user's password, and whether the answer
 // came from the cache. It returns an error only when ctx ends while waiting
 // for a turn at a slow hash.
 func (u *Users) Verify(ctx context.Context, user, passwd string) (ok, cached bool, err error) {
 	u.Refresh(false)
 	gen := u.gen.Load()
-	k := u.cacheKeyOf(user, passwd)
+	k := u.cacheKey.key(user, passwd)
 	u.cacheMu.RLock()
 	g, hit := u.cache[k]
 	u.cacheMu.RUnlock()
