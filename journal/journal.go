@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"kvmd/internal/procgroup"
 )
 
 // Errors Open returns before any output. The HTTP layer answers both with
@@ -318,7 +320,7 @@ func (r *Reader) start(ctx context.Context, bin string, args []string, follow bo
 	cmd.Stdout = pw
 	stderr := &headBuffer{max: 4096}
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = procgroup.Attr() // Close kills the group; the kernel, if the daemon dies first
 	err = cmd.Start()
 	pw.Close()
 	if err != nil {

@@ -3,19 +3,7 @@ package journal
 import (
 	"os"
 	"strconv"
-	"syscall"
 )
-
-// sysProcAttr puts journalctl in its own process group, which Close kills
-// as a whole, and has the kernel kill it if the daemon dies first.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
-func killGroup(p *os.Process) {
-	syscall.Kill(-p.Pid, syscall.SIGKILL)
-	p.Kill() // through its pidfd: safe even if the group is gone
-}
 
 // watching tells whether journalctl (pid) has its inotify descriptor. It
 // creates it in --follow mode only after it opened the journal files and

@@ -12,6 +12,8 @@ import (
 	"path"
 	"sync"
 	"time"
+
+	"kvmd/internal/procgroup"
 )
 
 // Buffer sizes: with the caps in entry.go they bound a stream's memory
@@ -247,7 +249,7 @@ func (s *Stream) kill() {
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
 	if !s.exited {
-		killGroup(s.cmd.Process)
+		procgroup.Kill(s.cmd.Process)
 	}
 }
 

@@ -42,6 +42,7 @@ import (
 
 	"github.com/go-ldap/ldap/v3"
 
+	"kvmd/internal/procgroup"
 	"kvmd/internal/testutil"
 )
 
@@ -148,14 +149,14 @@ func (s *Server) run(t testing.TB, slapd, conf string) error {
 	cmd := exec.Command(slapd, "-d", "0", "-h", s.URL+"/ "+s.TLSURL+"/", "-f", conf)
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = procgroup.Attr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting slapd: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	stop := func() {
-		killGroup(cmd.Process)
+		procgroup.Kill(cmd.Process)
 		select {
 		case <-exited:
 		case <-time.After(5 * time.Second):

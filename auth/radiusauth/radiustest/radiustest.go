@@ -20,6 +20,7 @@ import (
 	"layeh.com/radius"
 	"layeh.com/radius/rfc2869"
 
+	"kvmd/internal/procgroup"
 	"kvmd/internal/testutil"
 )
 
@@ -119,14 +120,14 @@ func start(t testing.TB, dir, addr, secret string) (*Server, error) {
 	cmd := exec.Command(Binary, "-X", "-d", dir, "-n", "radiusd")
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = procgroup.Attr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting freeradius: %w", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
-		kill(cmd.Process)
+		procgroup.Kill(cmd.Process)
 		<-exited
 	}
 

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"kvmd/internal/procgroup"
 )
 
 // child is a server process started by the driver, its output going to a
@@ -44,7 +46,7 @@ func (cs *children) start(name, path string, args []string, logPath string) (*ch
 	cmd := exec.Command(path, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = childSysProcAttr()
+	cmd.SysProcAttr = procgroup.Attr()
 	c := &child{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	c.started = time.Now()
 	if err := cmd.Start(); err != nil {

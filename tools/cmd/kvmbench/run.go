@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"kvmd/internal/procgroup"
 )
 
 // runConfig is everything `kvmbench run` needs.
@@ -412,7 +414,7 @@ func addUser(ctx context.Context, kvmd, users, name, passwd string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kvmd, "user", "add", name, "--users", users)
 	cmd.Stdin = strings.NewReader(passwd + "\n")
-	cmd.SysProcAttr = childSysProcAttr()
+	cmd.SysProcAttr = procgroup.Attr()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s user add: %w; output:\n%s", kvmd, err, strings.TrimSpace(string(out)))
