@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/pquerna/otp/hotp"
+
+	"kvmd/internal/sleep"
 )
 
 // The daemon's 2FA codes (API.md section 2): 6 digits of TOTP (RFC 6238,
@@ -64,14 +66,7 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 	if c.Sleep != nil {
 		return c.Sleep(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleep.For(ctx, d)
 }
 
 // codeStep returns the step whose code to send now: the current one, or,

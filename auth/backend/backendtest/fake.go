@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kvmd/auth/backend"
+	"kvmd/internal/sleep"
 )
 
 // Fake is an in-memory backend.Backend. Its zero value knows no user.
@@ -164,12 +165,8 @@ func (f *Fake) Verify(ctx context.Context, user, passwd string) error {
 		}
 	}
 	if delay > 0 {
-		t := time.NewTimer(delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", backend.ErrUnavailable, ctx.Err())
+		if err := sleep.For(ctx, delay); err != nil {
+			return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
 		}
 	}
 	switch {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"kvmd/internal/sleep"
 	demojournal "kvmd/journal/demo"
 	"kvmd/journal/export"
 )
@@ -244,7 +245,7 @@ func runLogBench(ctx context.Context, cfg runConfig, procs *children, kvmd, user
 				return nil, fmt.Errorf("follow: %q not seen within 5 s", marker)
 			}
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := sleep.For(ctx, 20*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"kvmd/internal/sleep"
 )
 
 // qemuTarget is an ARM build and the qemu-user command that runs it, on the
@@ -145,7 +147,7 @@ func qemuRun(ctx context.Context, procs *children, emu []string, bin string, arg
 		return fmt.Errorf("authenticated GET /api/info: %w", err)
 	}
 	ready := time.Since(c.started)
-	if err := sleepCtx(ctx, idle); err != nil {
+	if err := sleep.For(ctx, idle); err != nil {
 		return err
 	}
 	if c.exited() {

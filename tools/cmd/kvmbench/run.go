@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"kvmd/internal/procgroup"
+	"kvmd/internal/sleep"
 )
 
 // runConfig is everything `kvmbench run` needs.
@@ -249,7 +250,7 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	// Idle RSS: after one answered request (the readiness probe) and an idle pause.
-	if err := sleepCtx(ctx, cfg.Idle); err != nil {
+	if err := sleep.For(ctx, cfg.Idle); err != nil {
 		return err
 	}
 	rep.idleRSS, rep.idleRSSErr = readVmRSS(srv.cmd.Process.Pid)
@@ -386,17 +387,6 @@ func startBaseline(ctx context.Context, cfg runConfig, procs *children, kvmdAddr
 		return nil, "", err
 	}
 	return c, addr, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func randomPassword() (string, error) {
