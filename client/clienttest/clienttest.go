@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,11 +26,18 @@ func Build(dir string) (string, error) {
 	return BuildPackage(dir, "kvmd/cmd/kvmd", "kvmd", "-tags", "demo")
 }
 
-// BuildPackage builds the main package pkg into dir/name, with flags
-// given to go build.
+// BuildPackage builds the main package pkg of module kvmd into dir/name,
+// with flags given to go build. It builds in kvmd's own module, whichever
+// module the test is in: the tools module's tests get kvmd built with
+// kvmd's go.mod, as it ships, not with the tools module's requirements.
 func BuildPackage(dir, pkg, name string, flags ...string) (string, error) {
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "kvmd").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding module kvmd: %w", err)
+	}
 	bin := filepath.Join(dir, name)
 	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, pkg)...)
+	cmd.Dir = strings.TrimSpace(string(root))
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %v\n%s", pkg, err, out)
@@ -98,6 +106,21 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Daemon {
 	})
 	d.WaitLog(t, `kvmd listening`, 10*time.Second)
 	return d
+}
+
+// Stop sends SIGTERM and returns how the daemon exited, failing the test
+// if it is still running 5 s later.
+func (d *Daemon) Stop(t testing.TB) error {
+	t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		d.done <- err
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("kvmd did not exit within 5 s of SIGTERM")
+		return nil
+	}
 }
 
 // WaitLog waits until the daemon's stderr has a line matching re, failing

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/pquerna/otp/totp"
 
+	"kvmd/client/clienttest"
 	"kvmd/internal/fixture"
 	"kvmd/internal/testutil"
 	"kvmd/journal/journaltest"
@@ -165,11 +166,9 @@ func TestWebUI(t *testing.T) {
 	w := journaltest.Start(t, jdir, "system")
 	w.Append(journaltest.Entry{Unit: "kvmd.service", Message: "kvmd started for the browser test"})
 	w.Sync()
-	users := usersFile(t, "admin", "web pass")
-	addr := testutil.FreeAddr(t)
-	d := startDaemon(t, "serve", "--demo", "--listen", addr, "--users", users, "--journal-dir", jdir)
-	d.Stderr.Wait(t, `kvmd listening`)
-	base := "http://" + addr
+	users := clienttest.Users(t, kvmdBin, "admin", "web pass")
+	d := clienttest.Start(t, kvmdBin, nil, "--demo", "--users", users, "--journal-dir", jdir)
+	base := d.URL
 	ctx := startBrowser(t)
 
 	// A page without a session: the login page, then back to the page.
@@ -323,10 +322,9 @@ func TestWebUI2FA(t *testing.T) {
 	if err := os.WriteFile(totpFile, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	users := usersFile(t, "admin", "web pass")
-	addr := testutil.FreeAddr(t)
-	d := startDaemon(t, "serve", "--demo", "--listen", addr, "--users", users, "--totp-secret", totpFile)
-	d.Stderr.Wait(t, `kvmd listening`)
+	users := clienttest.Users(t, kvmdBin, "admin", "web pass")
+	d := clienttest.Start(t, kvmdBin, nil, "--demo", "--users", users, "--totp-secret", totpFile)
+	addr := d.Addr
 	ctx := startBrowser(t)
 
 	act(t, ctx, "login page", chromedp.Navigate("http://"+addr+"/login"), ready)
@@ -371,17 +369,15 @@ func TestWebUI2FA(t *testing.T) {
 func TestWebUIHardwareFaults(t *testing.T) {
 	root := t.TempDir()
 	for _, tree := range []string{"pi4-no-udc", "pi3-hwmon-undervoltage"} {
-		if err := fixture.UnpackFile(filepath.Join("..", "..", "hw", "testdata", tree+".ttar"), root); err != nil {
+		if err := fixture.UnpackFile(filepath.Join(repoRoot, "hw", "testdata", tree+".ttar"), root); err != nil {
 			t.Fatal(err)
 		}
 	}
-	users := usersFile(t, "admin", "web pass")
-	addr := testutil.FreeAddr(t)
-	d := startDaemon(t, "serve", "--root", root, "--listen", addr, "--users", users,
+	users := clienttest.Users(t, kvmdBin, "admin", "web pass")
+	d := clienttest.Start(t, kvmdBin, nil, "--root", root, "--users", users,
 		"--journal-dir", t.TempDir(), "--meta", filepath.Join(root, "no-meta"), "--extras", filepath.Join(root, "no-extras"))
-	d.Stderr.Wait(t, `kvmd listening`)
 	ctx := startBrowser(t)
-	act(t, ctx, "opening the dashboard", chromedp.Navigate("http://"+addr+"/"), ready)
+	act(t, ctx, "opening the dashboard", chromedp.Navigate(d.URL+"/"), ready)
 	login(t, ctx, "admin", "web pass", "")
 	act(t, ctx, "dashboard after login", chromedp.WaitVisible(`#usb-state`, chromedp.ByQuery), ready)
 	for sel, want := range map[string]string{
