@@ -11,7 +11,8 @@ func TestCacheKeyer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k1.key("alice", "pw") != k1.key("alice", "pw") {
+	first, again := k1.key("alice", "pw"), k1.key("alice", "pw")
+	if first != again {
 		t.Error("the same user and password give two keys")
 	}
 	if k1.key("alice", "pw") == k2.key("alice", "pw") {
