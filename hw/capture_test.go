@@ -109,9 +109,9 @@ func pi4Graph() *hw.Topology {
 
 // Answers of the real drivers, as the fake gives them.
 var (
-	// enotty is a video node in media-controller mode: rp1-cfe's and
+	// errNotTTY is a video node in media-controller mode: rp1-cfe's and
 	// unicam's MC ioctl tables have no DV timings.
-	enotty = fmt.Errorf("DV timings of /dev/video0: %w", hw.ErrNotSupported)
+	errNotTTY = fmt.Errorf("DV timings of /dev/video0: %w", hw.ErrNotSupported)
 	// hd60 is a 1080p60 source (raspberrypi/linux issue 7523).
 	hd60 = hw.Timings{Width: 1920, Height: 1080, FPS: 60}
 	// eacces is a node the daemon may not open.
@@ -156,7 +156,7 @@ func TestReadVideoCapture(t *testing.T) {
 		name: "pi5 1080p60 from the bridge",
 		tree: "pi5-tc358743",
 		nodes: map[string]v4l2test.Device{
-			"video0": {Err: enotty}, "media0": {Topology: pi5Graph()}, "v4l-subdev2": {Timings: hd60},
+			"video0": {Err: errNotTTY}, "media0": {Topology: pi5Graph()}, "v4l-subdev2": {Timings: hd60},
 		},
 		want: pi5(hw.Video{Source: ref("/dev/v4l-subdev2"), Signal: ref(true),
 			Resolution: &hw.Resolution{Width: 1920, Height: 1080}, FPS: ref(60.0), Status: "ok"}),
@@ -164,28 +164,28 @@ func TestReadVideoCapture(t *testing.T) {
 		name: "pi5 no signal",
 		tree: "pi5-tc358743",
 		nodes: map[string]v4l2test.Device{
-			"video0": {Err: enotty}, "media0": {Topology: pi5Graph()}, "v4l-subdev2": {Err: hw.ErrNoSignal},
+			"video0": {Err: errNotTTY}, "media0": {Topology: pi5Graph()}, "v4l-subdev2": {Err: hw.ErrNoSignal},
 		},
 		want: pi5(hw.Video{Source: ref("/dev/v4l-subdev2"), Signal: ref(false), Status: "no_signal"}),
 	}, {
 		name: "pi5 no lock",
 		tree: "pi5-tc358743",
 		nodes: map[string]v4l2test.Device{
-			"video0": {Err: enotty}, "media0": {Topology: pi5Graph()}, "v4l-subdev2": {Err: hw.ErrNoLock},
+			"video0": {Err: errNotTTY}, "media0": {Topology: pi5Graph()}, "v4l-subdev2": {Err: hw.ErrNoLock},
 		},
 		want: pi5(hw.Video{Source: ref("/dev/v4l-subdev2"), Signal: ref(true), Status: "no_lock"}),
 	}, {
 		name: "pi5 out of range",
 		tree: "pi5-tc358743",
 		nodes: map[string]v4l2test.Device{
-			"video0": {Err: enotty}, "media0": {Topology: pi5Graph()}, "v4l-subdev2": {Err: hw.ErrOutOfRange},
+			"video0": {Err: errNotTTY}, "media0": {Topology: pi5Graph()}, "v4l-subdev2": {Err: hw.ErrOutOfRange},
 		},
 		want: pi5(hw.Video{Source: ref("/dev/v4l-subdev2"), Signal: ref(true), Status: "out_of_range"}),
 	}, {
 		name: "pi5 without a readable graph: the bridge by its sysfs name",
 		tree: "pi5-tc358743",
 		nodes: map[string]v4l2test.Device{
-			"video0": {Err: enotty}, "media0": {}, "v4l-subdev2": {Timings: hd60},
+			"video0": {Err: errNotTTY}, "media0": {}, "v4l-subdev2": {Timings: hd60},
 		},
 		want: pi5(hw.Video{Bridge: entity("/dev/v4l-subdev2", "tc358743 11-000f"), Source: ref("/dev/v4l-subdev2"),
 			Signal: ref(true), Resolution: &hw.Resolution{Width: 1920, Height: 1080}, FPS: ref(60.0), Status: "ok"}),
@@ -193,7 +193,7 @@ func TestReadVideoCapture(t *testing.T) {
 		name: "pi5 graph fails: logged, the bridge by its sysfs name",
 		tree: "pi5-tc358743",
 		nodes: map[string]v4l2test.Device{
-			"video0": {Err: enotty}, "media0": {TopoErr: errors.New("ioctl: input/output error")}, "v4l-subdev2": {Err: hw.ErrNoSignal},
+			"video0": {Err: errNotTTY}, "media0": {TopoErr: errors.New("ioctl: input/output error")}, "v4l-subdev2": {Err: hw.ErrNoSignal},
 		},
 		want: pi5(hw.Video{Bridge: entity("/dev/v4l-subdev2", "tc358743 11-000f"), Source: ref("/dev/v4l-subdev2"),
 			Signal: ref(false), Status: "no_signal"}),
@@ -222,7 +222,7 @@ func TestReadVideoCapture(t *testing.T) {
 		name: "pi4 unicam media-controller mode: the bridge answers",
 		tree: "pi4-unicam-tc358743",
 		nodes: map[string]v4l2test.Device{
-			"video0": {Err: enotty}, "media3": {Topology: pi4Graph()}, "v4l-subdev0": {Timings: hd60},
+			"video0": {Err: errNotTTY}, "media3": {Topology: pi4Graph()}, "v4l-subdev0": {Timings: hd60},
 		},
 		want: pi4(hw.Video{Source: ref("/dev/v4l-subdev0"), Signal: ref(true),
 			Resolution: &hw.Resolution{Width: 1920, Height: 1080}, FPS: ref(60.0), Status: "ok"}),
@@ -230,7 +230,7 @@ func TestReadVideoCapture(t *testing.T) {
 		name: "pi4 unicam media-controller mode: no access to the bridge",
 		tree: "pi4-unicam-tc358743",
 		nodes: map[string]v4l2test.Device{
-			"video0": {Err: enotty}, "media3": {Topology: pi4Graph()}, "v4l-subdev0": {Err: eacces},
+			"video0": {Err: errNotTTY}, "media3": {Topology: pi4Graph()}, "v4l-subdev0": {Err: eacces},
 		},
 		want:    pi4(hw.Video{Status: "no_access"}),
 		wantErr: true,
