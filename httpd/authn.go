@@ -36,7 +36,8 @@ type Authenticator interface {
 
 // authenticate finds the request's credentials in the order of the API
 // contract. The first credential present decides; there is no fall-through.
-func (s *Server) authenticate(r *http.Request) (Identity, error) {
+// Unix-socket peer credentials count only when peerOK.
+func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 	a := s.cfg.Auth
 	addr := s.clientAddr(r)
 	ctx := r.Context()
@@ -78,7 +79,7 @@ func (s *Server) authenticate(r *http.Request) (Identity, error) {
 		return id, authError(a.Password(ctx, user, passwd, auth.MethodBasic, addr))
 	}
 
-	if ci := connInfoFrom(ctx); ci != nil && ci.peerOK && !proxied(r.Header) {
+	if ci := connInfoFrom(ctx); peerOK && ci != nil && ci.peerOK && !proxied(r.Header) {
 		a.Peer()
 		return Identity{User: ci.peerName, Method: auth.MethodPeer}, nil
 	}

@@ -134,6 +134,20 @@ func (l *listener) Accept() (net.Conn, error) {
 	return kc, nil
 }
 
+// aeadSuites are the TLS 1.2 suites offered: forward secret (ECDHE) and
+// authenticated encryption only (AES-GCM, ChaCha20-Poly1305). Go's default
+// list adds CBC suites, which have no place on a new server (Mozilla's
+// "intermediate" profile has none either). TLS 1.3 suites are all AEAD and
+// are not configurable.
+var aeadSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // Serve serves the listeners until ctx ends, then shuts down gracefully:
 // Done is closed so that streams end, requests in flight get
 // ShutdownTimeout to finish. TCP listeners use TLS when tlsConf is set;
@@ -145,6 +159,9 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, tlsConf *tls.Con
 		tlsConf.NextProtos = []string{"http/1.1"}
 		if tlsConf.MinVersion == 0 {
 			tlsConf.MinVersion = tls.VersionTLS12
+		}
+		if tlsConf.CipherSuites == nil {
+			tlsConf.CipherSuites = aeadSuites
 		}
 	}
 	srv := &http.Server{

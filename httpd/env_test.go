@@ -41,6 +41,7 @@ type envOpts struct {
 	extraRoutes     func(s *Server)
 	limiterFreeFail int
 	log             LogSource
+	info            InfoSource
 	ui              fs.FS
 	// metrics serves /api/export/prometheus/metrics from the real exporter
 	// with the env's counters (no hardware, no runtime families);
@@ -128,7 +129,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		return time.Now()
 	}
 	cfg := Config{
-		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui,
+		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui, Info: o.info,
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
 	}

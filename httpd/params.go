@@ -2,8 +2,28 @@ package httpd
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 )
+
+// checkQuery refuses a query string that does not decode: a bad
+// %-escape or a semicolon separator. net/http's Query drops such pairs
+// silently, which would answer as if the parameter were absent.
+func checkQuery(r *http.Request) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		why := "malformed query string"
+		if strings.Contains(err.Error(), "semicolon") {
+			why += ": a semicolon is no separator (use &)"
+		} else {
+			why += ": a bad %-escape"
+		}
+		return BadParam("query", why)
+	}
+	return nil
+}
 
 // queryBool reads a boolean query parameter as kvmd does: 1/true/yes or
 // 0/false/no in any case; absent gives def; anything else is a 400.

@@ -55,6 +55,9 @@ type route struct {
 	methods map[string]HandlerFunc
 	allow   string
 	public  bool
+	// noPeer refuses unix-socket peer credentials: /auth/check, which
+	// nginx's auth_request calls as the proxy's own user.
+	noPeer bool
 }
 
 // Server is kvmd's HTTP handler. Create it with New.
@@ -90,6 +93,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{})}
 	s.handle("POST", "/auth/login", s.login, true)
 	s.Handle("GET", "/auth/check", s.check)
+	s.routes["/auth/check"].noPeer = true
 	s.Handle("POST", "/auth/logout", s.logout)
 	if cfg.Info != nil {
 		s.Handle("GET", "/info", s.info)
@@ -212,11 +216,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	}
 	r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 	if !rt.public {
-		who, err := s.authenticate(r)
+		who, err := s.authenticate(r, !rt.noPeer)
 		*id = who
 		if err != nil {
 			return err
 		}
+	}
+	if err := checkQuery(r); err != nil {
+		return err
 	}
 	return h(w, r)
 }

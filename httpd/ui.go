@@ -111,7 +111,7 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, f *uiFile, publ
 	h := w.Header()
 	h.Set("Content-Security-Policy", pageCSP)
 	if !public {
-		who, err := s.authenticate(r)
+		who, err := s.authenticate(r, true)
 		*id = who
 		if err != nil {
 			q := url.Values{"next": {r.URL.RequestURI()}}

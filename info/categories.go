@@ -59,12 +59,22 @@ func (s *Source) system() (full, bare []byte) {
 	s.report("kernel", err)
 	sys := map[string]any{
 		"kvmd":     map[string]string{"version": s.cfg.Version},
-		"streamer": nil, // no streamer runs beside this daemon yet
+		"streamer": streamer{Features: map[string]bool{}}, // no streamer runs beside this daemon yet
 		"kernel":   kernel{nullable(k.System), nullable(k.Release), nullable(k.Version), nullable(k.Machine)},
 	}
 	bare = mustJSON(sys)
 	sys["platform"] = json.RawMessage(s.platform)
 	return mustJSON(sys), bare
+}
+
+// streamer is kvmd's system.streamer: the streamer's program name, its
+// --version and its --features as name → enabled. kvmd always answers the
+// object, with empty values when it cannot ask the streamer, and typed
+// clients reject null.
+type streamer struct {
+	App      string          `json:"app"`
+	Version  string          `json:"version"`
+	Features map[string]bool `json:"features"`
 }
 
 type authState struct {
