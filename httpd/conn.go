@@ -15,6 +15,7 @@ import (
 
 // connInfo is what the server knows of a connection beyond its address.
 type connInfo struct {
+	conn     *conn
 	unix     bool
 	secure   bool
 	peerOK   bool   // the unix-socket peer may act without a password
@@ -35,6 +36,13 @@ func connInfoFrom(ctx context.Context) *connInfo {
 type conn struct {
 	net.Conn
 	info connInfo
+	slot connSlot
+}
+
+// Close gives the connection's place in the connTable back.
+func (c *conn) Close() error {
+	c.slot.release()
+	return c.Conn.Close()
 }
 
 // CloseWrite lets net/http half-close the connection as it does for TCP.
@@ -111,17 +119,28 @@ func jsonErrorReply(status int, msg string) []byte {
 // the reply rewriting above sees the plain text.
 type listener struct {
 	net.Listener
-	tls  *tls.Config
-	unix bool
-	peer func(uid, gid uint32) (string, bool)
+	tls   *tls.Config
+	unix  bool
+	peer  func(uid, gid uint32) (string, bool)
+	table *connTable
 }
 
 func (l *listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	var c net.Conn
+	kc := &conn{}
+	for {
+		var err error
+		c, err = l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.table.admit(kc, c, l.unix) {
+			break
+		}
+		c.Close() // over a cap: closed at once, nothing read
+		kc = &conn{}
 	}
-	kc := &conn{Conn: c, info: connInfo{unix: l.unix}}
+	kc.Conn, kc.info = c, connInfo{conn: kc, unix: l.unix}
 	if l.unix && l.peer != nil {
 		if uid, gid, ok := peerCred(c); ok {
 			kc.info.peerName, kc.info.peerOK = l.peer(uid, gid)
@@ -200,7 +219,7 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, tlsConf *tls.Con
 	})
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
-		l := &listener{Listener: ln, peer: s.cfg.PeerAuth}
+		l := &listener{Listener: ln, peer: s.cfg.PeerAuth, table: s.conns}
 		if ln.Addr().Network() == "unix" {
 			l.unix = true
 		} else {

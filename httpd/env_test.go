@@ -1,6 +1,7 @@
 package httpd
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +44,11 @@ type envOpts struct {
 	limiterFreeFail int
 	log             LogSource
 	info            InfoSource
-	ui              fs.FS
+	trustedProxies  []netip.Prefix
+	// maxConns and maxConnsPerAddr: 0 for the env's 4096 and 1024
+	// (every test client is 127.0.0.1; TestConcurrentMixed opens 150 at once).
+	maxConns, maxConnsPerAddr int
+	ui                        fs.FS
 	// metrics serves /api/export/prometheus/metrics from the real exporter
 	// with the env's counters (no hardware, no runtime families);
 	// metricsOpen without authentication.
@@ -129,9 +135,10 @@ func newEnv(t *testing.T, o envOpts) *env {
 		return time.Now()
 	}
 	cfg := Config{
-		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui, Info: o.info,
+		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui, Info: o.info, TrustedProxies: o.trustedProxies,
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
+		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),
 	}
 	if o.metrics {
 		cfg.Metrics = metrics.New(metrics.Config{Version: "test", AuthCounts: e.a.Counts, Sessions: e.a.ActiveSessions})

@@ -28,6 +28,17 @@ type Config struct {
 	// PeerAuth decides, for a request over a unix socket, whether the
 	// connecting process may act without a password, and as whom.
 	PeerAuth func(uid, gid uint32) (name string, ok bool)
+	// TrustedProxies are the networks of reverse proxies whose forwarded
+	// client address (X-Real-IP, X-Forwarded-For, Forwarded) is believed
+	// over TCP; over the unix socket it always is (clientaddr.go).
+	TrustedProxies []netip.Prefix
+
+	// MaxConns bounds the connections open at once over every listener;
+	// MaxConnsPerAddr those from one TCP client address (IPv6 by /64;
+	// the unix socket and trusted proxies are exempt). 0: the defaults
+	// (connlimit.go).
+	MaxConns        int
+	MaxConnsPerAddr int
 	// Info, when set, serves GET /api/info.
 	Info InfoSource
 	// LogSource, when set, serves GET /api/log; without it the endpoint
@@ -63,6 +74,7 @@ type route struct {
 // Server is kvmd's HTTP handler. Create it with New.
 type Server struct {
 	cfg      Config
+	conns    *connTable
 	routes   map[string]*route
 	ui       map[string]*uiFile
 	done     chan struct{}
@@ -91,6 +103,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{})}
+	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy)
 	s.handle("POST", "/auth/login", s.login, true)
 	s.Handle("GET", "/auth/check", s.check)
 	s.routes["/auth/check"].noPeer = true
@@ -157,7 +170,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k, v := range securityHeaders {
 		h[k] = v
 	}
+	if ci := connInfoFrom(r.Context()); ci != nil && ci.conn != nil {
+		ci.conn.slot.busy()
+		defer ci.conn.slot.done(ci.conn)
+	}
 	rec := &recorder{ResponseWriter: w}
+	r = withClientAddr(r, s.findClientAddr(r))
 	var id Identity
 	if err := s.serve(rec, r, &id); err != nil {
 		e := asError(err)
@@ -252,32 +270,6 @@ func setIdentity(ctx context.Context, who Identity) {
 	if id, _ := ctx.Value(identityKey{}).(*Identity); id != nil {
 		*id = who
 	}
-}
-
-// clientAddr is the address rate limits and logs use: the TCP peer, or for
-// a unix-socket request from a local reverse proxy the address the proxy
-// forwarded (the proxy is trusted: only local processes reach the socket).
-func (s *Server) clientAddr(r *http.Request) netip.Addr {
-	if ci := connInfoFrom(r.Context()); ci != nil && ci.unix {
-		if a, ok := forwardedAddr(r.Header); ok {
-			return a
-		}
-		return netip.Addr{}
-	}
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}
-
-func forwardedAddr(h http.Header) (netip.Addr, bool) {
-	v := h.Get("X-Real-IP")
-	if v == "" {
-		v, _, _ = strings.Cut(h.Get("X-Forwarded-For"), ",")
-	}
-	a, err := netip.ParseAddr(strings.TrimSpace(v))
-	return a.Unmap(), err == nil
 }
 
 func addrString(a netip.Addr) string {

@@ -1,0 +1,183 @@
+package httpd
+
+import (
+	"container/list"
+	"net"
+	"net/netip"
+	"sync"
+)
+
+// The defaults of Config.MaxConns and Config.MaxConnsPerAddr.
+//
+// DefaultMaxConns is sized for the smallest board, a Raspberry Pi Zero W
+// (512 MB, of which the GPU keeps 64 to 256 MB for the camera and the
+// video streamer needs most of the rest): an idle connection costs this
+// daemon about 8 KiB over plain HTTP and about 40 KiB over TLS once the
+// handshake is done (make bench measures it: BENCHMARKS.md), so 1024 of
+// them stay under 48 MiB even over TLS, inside the unit's MemoryMax=. A
+// KVM has a handful of users; 1024 is still far above what they open.
+//
+// DefaultMaxConnsPerAddr leaves a browser its six connections per host
+// for every tab of a few users behind one NAT address, and stops one host
+// from taking more than a sixteenth of the whole.
+const (
+	DefaultMaxConns        = 1024
+	DefaultMaxConnsPerAddr = 64
+)
+
+// connTable counts the open connections, in total and per client address,
+// and knows which ones are between requests, oldest first: when the table
+// is full, a new connection takes the place of the one that has waited
+// longest without a request in a handler (a slow client still sending its
+// headers, or an idle keep-alive), so that a flood of slow connections
+// cannot keep a normal request out. Only when every connection is in a
+// handler is the new one refused. Refusing and evicting is closing: fast,
+// and nothing is read or written.
+//
+// The per-address cap counts TCP peers by address (IPv6 by /64, as the
+// Limiter does); the unix socket and trusted proxies carry every client of
+// the proxy and are not capped per address.
+type connTable struct {
+	max, perAddr int
+	trusted      func(netip.Addr) bool
+
+	mu     sync.Mutex
+	n      int
+	byAddr map[netip.Prefix]int
+	idle   list.List // of *conn, between requests, oldest first
+	// refused and evicted count what the caps did, for tests and logs.
+	refused, evicted int
+}
+
+func newConnTable(max, perAddr int, trusted func(netip.Addr) bool) *connTable {
+	if max <= 0 {
+		max = DefaultMaxConns
+	}
+	if perAddr <= 0 {
+		perAddr = DefaultMaxConnsPerAddr
+	}
+	return &connTable{max: max, perAddr: perAddr, trusted: trusted, byAddr: map[netip.Prefix]int{}}
+}
+
+// connSlot is a conn's place in the table.
+type connSlot struct {
+	table *connTable
+	raw   net.Conn // the socket, closed directly to evict (never a TLS alert)
+	key   netip.Prefix
+	keyed bool
+	elem  *list.Element // in table.idle while between requests
+	gone  bool          // released: its counts are given back
+}
+
+// addrPrefix groups addresses as the limiter does: IPv4 alone, IPv6 by /64.
+func addrPrefix(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	bits := 32
+	if a.Is6() {
+		bits = 64
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+// admit takes a slot for a new connection, evicting the oldest idle one
+// when the table is full. It reports false when c must be closed instead.
+func (t *connTable) admit(c *conn, raw net.Conn, unix bool) bool {
+	s := &c.slot
+	s.table, s.raw = t, raw
+	if !unix {
+		if ap, err := netip.ParseAddrPort(raw.RemoteAddr().String()); err == nil {
+			if a := ap.Addr().Unmap(); !t.trusted(a) {
+				s.key, s.keyed = addrPrefix(a), true
+			}
+		}
+	}
+	var victim net.Conn
+	t.mu.Lock()
+	if s.keyed && t.byAddr[s.key] >= t.perAddr {
+		t.refused++
+		t.mu.Unlock()
+		return false
+	}
+	if t.n >= t.max {
+		front := t.idle.Front()
+		if front == nil {
+			t.refused++
+			t.mu.Unlock()
+			return false
+		}
+		v := front.Value.(*conn)
+		t.releaseLocked(&v.slot)
+		victim = v.slot.raw
+		t.evicted++
+	}
+	t.n++
+	if s.keyed {
+		t.byAddr[s.key]++
+	}
+	s.elem = t.idle.PushBack(c)
+	t.mu.Unlock()
+	if victim != nil {
+		victim.Close()
+	}
+	return true
+}
+
+// busy marks c as in a handler: it cannot be evicted until done.
+func (s *connSlot) busy() {
+	if s.table == nil {
+		return
+	}
+	s.table.mu.Lock()
+	if s.elem != nil {
+		s.table.idle.Remove(s.elem)
+		s.elem = nil
+	}
+	s.table.mu.Unlock()
+}
+
+// done puts c back among the idle connections, the newest of them.
+func (s *connSlot) done(c *conn) {
+	if s.table == nil {
+		return
+	}
+	s.table.mu.Lock()
+	if !s.gone && s.elem == nil {
+		s.elem = s.table.idle.PushBack(c)
+	}
+	s.table.mu.Unlock()
+}
+
+// release gives the slot back; later calls do nothing.
+func (s *connSlot) release() {
+	if s.table == nil {
+		return
+	}
+	s.table.mu.Lock()
+	s.table.releaseLocked(s)
+	s.table.mu.Unlock()
+}
+
+func (t *connTable) releaseLocked(s *connSlot) {
+	if s.gone {
+		return
+	}
+	s.gone = true
+	if s.elem != nil {
+		t.idle.Remove(s.elem)
+		s.elem = nil
+	}
+	t.n--
+	if s.keyed {
+		if t.byAddr[s.key]--; t.byAddr[s.key] <= 0 {
+			delete(t.byAddr, s.key)
+		}
+	}
+}
+
+// counts returns the open connections and what the caps did.
+func (t *connTable) counts() (open, refused, evicted int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n, t.refused, t.evicted
+}
