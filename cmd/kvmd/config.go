@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kvmd/auth"
+	"kvmd/httpd"
 )
 
 // Config is the configuration of kvmd serve. Every field is a flag and a
@@ -36,6 +38,11 @@ type Config struct {
 	LogFollowers    int           `yaml:"log-followers"`
 	MetricsAuth     bool          `yaml:"metrics-auth"`
 	Demo            bool          `yaml:"demo"`
+
+	// Reverse proxies and connection caps.
+	TrustedProxy             []string `yaml:"trusted-proxy"`
+	MaxConnections           int      `yaml:"max-connections"`
+	MaxConnectionsPerAddress int      `yaml:"max-connections-per-address"`
 
 	// External authentication: which backend checks the passwords of
 	// every user but AuthLocalUsers, and each backend's settings.
@@ -71,12 +78,15 @@ func defaultConfig() Config {
 		LogUnits:        []string{"kvmd.service", "kvmd-*.service"},
 		LogFollowers:    20,
 		MetricsAuth:     true,
-		AuthBackend:     "file",
-		AuthLocalUsers:  []string{"admin"},
-		AuthCacheTTL:    auth.DefaultCacheTTL,
-		AuthTimeout:     auth.DefaultTimeout,
-		RADIUSRetries:   2,
-		RADIUSNASID:     "kvmd",
+		MaxConnections:  httpd.DefaultMaxConns,
+		// Set apart from the other defaults: gofmt aligns a block.
+		MaxConnectionsPerAddress: httpd.DefaultMaxConnsPerAddr,
+		AuthBackend:              "file",
+		AuthLocalUsers:           []string{"admin"},
+		AuthCacheTTL:             auth.DefaultCacheTTL,
+		AuthTimeout:              auth.DefaultTimeout,
+		RADIUSRetries:            2,
+		RADIUSNASID:              "kvmd",
 	}
 }
 
@@ -129,6 +139,9 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.LogFollowers, "log-followers", cfg.LogFollowers, "most /api/log?follow=1 streams at once (beyond: 503)")
 	fs.BoolVar(&cfg.MetricsAuth, "metrics-auth", cfg.MetricsAuth, "require authentication for /api/export/prometheus/metrics (false: open to anyone who can connect)")
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode, in demo builds only (make run): throwaway users file with a generated password, printed at start, a bundled board with fake GPIO pins and capture device")
+	fs.Var(&listFlag{list: &cfg.TrustedProxy}, "trusted-proxy", "`network` (CIDR, or one address) of a reverse proxy whose X-Real-IP, X-Forwarded-For or Forwarded is believed over TCP (repeatable; the unix socket always is)")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most connections open at once; beyond, the oldest idle or slow one is closed, or the new one if all are busy")
+	fs.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", cfg.MaxConnectionsPerAddress, "most connections open at once from one client address (IPv6: one /64; trusted proxies and the unix socket exempt)")
 
 	fs.StringVar(&cfg.AuthBackend, "auth-backend", cfg.AuthBackend, "who checks passwords: file (the users file), ldap, radius or http")
 	fs.Var(&listFlag{list: &cfg.AuthLocalUsers}, "auth-local-users", "`users` checked against the users file only, never the backend (repeatable or comma-separated; empty: none)")
@@ -201,7 +214,39 @@ func (c *Config) check() error {
 	if c.LogFollowers < 1 {
 		return errors.New("--log-followers must be at least 1")
 	}
+	if _, err := c.trustedProxies(); err != nil {
+		return err
+	}
+	if c.MaxConnections < 1 {
+		return errors.New("--max-connections must be at least 1")
+	}
+	if c.MaxConnectionsPerAddress < 1 || c.MaxConnectionsPerAddress > c.MaxConnections {
+		return errors.New("--max-connections-per-address must be from 1 to --max-connections")
+	}
 	return c.checkAuth()
+}
+
+// trustedProxies parses --trusted-proxy: CIDR networks, or single
+// addresses (a /32 or /128).
+func (c *Config) trustedProxies() ([]netip.Prefix, error) {
+	var nets []netip.Prefix
+	for _, v := range c.TrustedProxy {
+		v = strings.TrimSpace(v)
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil || a.Zone() != "" {
+				return nil, fmt.Errorf("--trusted-proxy %q: not a network (10.0.0.0/8) or an address", v)
+			}
+			a = a.Unmap()
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if p != p.Masked() {
+			return nil, fmt.Errorf("--trusted-proxy %q: host bits set; the network is %s", v, p.Masked())
+		}
+		nets = append(nets, p)
+	}
+	return nets, nil
 }
 
 // checkAuth checks the external authentication settings, and puts the

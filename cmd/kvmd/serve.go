@@ -77,6 +77,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Version: version, TwoFactor: a.TwoFactor, Log: log.With("component", "info"),
 	})
 	log.Info("board", "root", cfg.Root, "board", src.Profile().Board)
+	proxies, err := cfg.trustedProxies()
+	if err != nil {
+		return err
+	}
 	jr := journal.New(journal.Config{Dir: cfg.JournalDir, Units: cfg.LogUnits, MaxFollowers: cfg.LogFollowers})
 	hcfg := httpd.Config{
 		Auth:      a,
@@ -89,7 +93,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			Version: version, Hardware: src.Hardware, AuthCounts: a.Counts,
 			Sessions: a.ActiveSessions, LogFollowers: jr.Followers, Runtime: true,
 		}),
-		MetricsOpen: !cfg.MetricsAuth,
+		MetricsOpen:     !cfg.MetricsAuth,
+		TrustedProxies:  proxies,
+		MaxConns:        cfg.MaxConnections,
+		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
 	}
 	if !cfg.MetricsAuth {
 		log.Info("metrics served without authentication (metrics-auth false)")
@@ -111,6 +118,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}}
 	}
 
+	checkFileLimit(cfg, log)
 	lns, err := listeners(cfg, log)
 	if err != nil {
 		return err
