@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"container/list"
 	"net/netip"
 	"sync"
 	"time"
@@ -14,28 +15,48 @@ import (
 // The first Free failures cost nothing; every failure after them blocks the
 // address for Base, then twice that, up to Max. An address that stays quiet
 // for Forget starts over.
+//
+// At most Size addresses are remembered. When the table is full, a new
+// address takes the place of the unblocked one whose last failure is the
+// oldest; a live block is never dropped (dropping them all, as a full
+// table once did, freed every attacker at once). When every entry is a
+// live block, the failures of the addresses that find no room are
+// counted together in one overflow entry, which blocks them all alike
+// until room returns: a spray from more networks than Size is slowed as
+// one guesser rather than not at all.
 type Limiter struct {
 	Free   int
 	Base   time.Duration
 	Max    time.Duration
 	Forget time.Duration
-	// Size bounds the number of addresses remembered.
+	// Size bounds the number of addresses remembered: about 200 bytes
+	// each.
 	Size int
 
 	mu sync.Mutex
-	m  map[netip.Prefix]*strikes
+	m  map[netip.Prefix]*list.Element // of *strikes
+	// order holds the entries by last failure, oldest first, except that
+	// a search for an entry to evict moves the blocked ones it passes to
+	// the back, so that no search walks past the same block twice.
+	order    list.List
+	overflow strikes
+	// full is when the last search found every entry blocked: none can be
+	// evicted before the earliest of their blocks ends.
+	full time.Time
 }
 
 type strikes struct {
+	key   netip.Prefix
 	n     int
 	last  time.Time
 	until time.Time
 }
 
 // NewLimiter returns a Limiter with the defaults the daemon uses: five free
-// failures, then 1 s doubling up to 15 min, forgotten after an hour.
+// failures, then 1 s doubling up to 15 min, forgotten after an hour, and
+// 16384 addresses (about 3 MiB) remembered.
 func NewLimiter() *Limiter {
-	return &Limiter{Free: 5, Base: time.Second, Max: 15 * time.Minute, Forget: time.Hour, Size: 65536}
+	return &Limiter{Free: 5, Base: time.Second, Max: 15 * time.Minute, Forget: time.Hour, Size: 16384}
 }
 
 // key groups addresses: the zero Addr (a local peer without a forwarded
@@ -52,15 +73,46 @@ func key(a netip.Addr) netip.Prefix {
 	return p
 }
 
+// lookup returns the address's entry: its own, the overflow entry when
+// it has none while the table is full of blocks, or nil.
+func (l *Limiter) lookup(a netip.Addr, now time.Time) *strikes {
+	if e := l.m[key(a)]; e != nil {
+		return e.Value.(*strikes)
+	}
+	if len(l.m) >= l.Size && now.Before(l.overflow.until) {
+		return &l.overflow
+	}
+	return nil
+}
+
 // Blocked returns how long the address must still wait, or 0.
 func (l *Limiter) Blocked(a netip.Addr, now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.m[key(a)]
+	s := l.lookup(a, now)
 	if s == nil || !now.Before(s.until) {
 		return 0
 	}
 	return s.until.Sub(now)
+}
+
+// Failures returns how many failures of the address are remembered at
+// now: 0 once they are forgotten.
+func (l *Limiter) Failures(a netip.Addr, now time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.lookup(a, now)
+	if s == nil || now.Sub(s.last) > l.Forget {
+		return 0
+	}
+	return s.n
+}
+
+// Len returns the number of addresses remembered.
+func (l *Limiter) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
 }
 
 // Failure records a failed attempt and returns how long the address is now
@@ -69,18 +121,21 @@ func (l *Limiter) Failure(a netip.Addr, now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
-		l.m = make(map[netip.Prefix]*strikes)
+		l.m = make(map[netip.Prefix]*list.Element)
 	}
 	k := key(a)
-	s := l.m[k]
-	if s == nil {
-		if len(l.m) >= l.Size {
-			l.prune(now)
-		}
-		s = &strikes{}
-		l.m[k] = s
-	} else if now.Sub(s.last) > l.Forget {
-		*s = strikes{}
+	var s *strikes
+	if e := l.m[k]; e != nil {
+		s = e.Value.(*strikes)
+		l.order.MoveToBack(e)
+	} else if len(l.m) < l.Size || l.evict(now) {
+		s = &strikes{key: k}
+		l.m[k] = l.order.PushBack(s)
+	} else {
+		s = &l.overflow
+	}
+	if now.Sub(s.last) > l.Forget {
+		*s = strikes{key: s.key}
 	}
 	s.n++
 	s.last = now
@@ -97,31 +152,36 @@ func (l *Limiter) Failure(a netip.Addr, now time.Time) time.Duration {
 	return d
 }
 
+// evict drops the unblocked entry whose last failure is the oldest, and
+// reports false when every entry is blocked.
+func (l *Limiter) evict(now time.Time) bool {
+	if now.Before(l.full) {
+		return false
+	}
+	var earliest time.Time
+	for range l.order.Len() {
+		e := l.order.Front()
+		s := e.Value.(*strikes)
+		if !now.Before(s.until) {
+			l.order.Remove(e)
+			delete(l.m, s.key)
+			return true
+		}
+		if earliest.IsZero() || s.until.Before(earliest) {
+			earliest = s.until
+		}
+		l.order.MoveToBack(e)
+	}
+	l.full = earliest
+	return false
+}
+
 // Success forgets the address's failures.
 func (l *Limiter) Success(a netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.m, key(a))
-}
-
-// prune drops forgotten entries; if none are, it drops everything that is
-// not blocked right now, so the map stays bounded under a spray of
-// addresses while blocked addresses stay blocked.
-func (l *Limiter) prune(now time.Time) {
-	for k, s := range l.m {
-		if now.Sub(s.last) > l.Forget {
-			delete(l.m, k)
-		}
-	}
-	if len(l.m) < l.Size {
-		return
-	}
-	for k, s := range l.m {
-		if !now.Before(s.until) {
-			delete(l.m, k)
-		}
-	}
-	if len(l.m) >= l.Size {
-		clear(l.m)
+	if e := l.m[key(a)]; e != nil {
+		l.order.Remove(e)
+		delete(l.m, key(a))
 	}
 }
