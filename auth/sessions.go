@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,10 @@ import (
 // ErrBadToken is returned for a session token that is not 64 lower-case hex
 // digits.
 var ErrBadToken = errors.New("auth: malformed session token")
+
+// ErrTooManySessions is a login refused because Sessions holds Max live
+// sessions and none of them is the user's own to end.
+var ErrTooManySessions = errors.New("auth: too many sessions")
 
 // ValidToken checks the form of a session token.
 func ValidToken(t string) error {
@@ -39,14 +44,22 @@ func ValidToken(t string) error {
 type Sessions struct {
 	Idle     time.Duration
 	Lifetime time.Duration
-	// Max bounds the number of live sessions; beyond it the oldest ends.
-	Max int
+	// MaxPerUser bounds one user's sessions: beyond it, that user's least
+	// recently used session ends. Max bounds them all: at Max, a login
+	// ends the user's own least recently used session, and is refused
+	// (ErrTooManySessions) when the user has none. One user's logins
+	// never end another user's session. Dead sessions are swept first.
+	// Zero: no bound.
+	MaxPerUser int
+	Max        int
 
-	mu sync.RWMutex
-	m  map[[32]byte]*session
+	mu     sync.RWMutex
+	m      map[[32]byte]*session
+	byUser map[string][]*session
 }
 
 type session struct {
+	key     [32]byte
 	token   string
 	user    string
 	created time.Time
@@ -74,6 +87,7 @@ func (s *Sessions) New(user string, expire time.Duration, now time.Time) (string
 		life = expire
 	}
 	ss := &session{token: hex.EncodeToString(raw[:]), user: user, created: now}
+	ss.key = sha256.Sum256([]byte(ss.token))
 	if life > 0 {
 		ss.expires = now.Add(life)
 	}
@@ -83,30 +97,69 @@ func (s *Sessions) New(user string, expire time.Duration, now time.Time) (string
 	defer s.mu.Unlock()
 	if s.m == nil {
 		s.m = make(map[[32]byte]*session)
+		s.byUser = make(map[string][]*session)
+	}
+	if s.MaxPerUser > 0 && len(s.byUser[user]) >= s.MaxPerUser {
+		s.sweep(s.byUser[user], now)
+		if len(s.byUser[user]) >= s.MaxPerUser {
+			s.endLeastUsed(user)
+		}
 	}
 	if s.Max > 0 && len(s.m) >= s.Max {
-		s.sweep(now)
+		for _, list := range s.byUser {
+			s.sweep(list, now)
+		}
+		if len(s.m) >= s.Max {
+			if len(s.byUser[user]) == 0 {
+				return "", 0, ErrTooManySessions
+			}
+			s.endLeastUsed(user)
+		}
 	}
-	s.m[sha256.Sum256([]byte(ss.token))] = ss
+	s.m[ss.key] = ss
+	s.byUser[user] = append(s.byUser[user], ss)
 	return ss.token, life, nil
 }
 
-// sweep drops dead sessions and, if that is not enough, the oldest one.
-// s.mu must be held.
-func (s *Sessions) sweep(now time.Time) {
-	var oldest [32]byte
-	var first time.Time
-	for k, ss := range s.m {
+// sweep ends the dead sessions among list (one user's). s.mu must be held.
+func (s *Sessions) sweep(list []*session, now time.Time) {
+	for _, ss := range slices.Clone(list) {
 		if !ss.alive(now, s.Idle) {
-			delete(s.m, k)
-			continue
-		}
-		if first.IsZero() || ss.created.Before(first) {
-			oldest, first = k, ss.created
+			s.remove(ss)
 		}
 	}
-	if len(s.m) >= s.Max {
-		delete(s.m, oldest)
+}
+
+// endLeastUsed ends the user's session unused the longest. s.mu must be
+// held.
+func (s *Sessions) endLeastUsed(user string) {
+	list := s.byUser[user]
+	if len(list) == 0 {
+		return
+	}
+	lru := list[0]
+	for _, ss := range list[1:] {
+		if ss.used.Load() < lru.used.Load() {
+			lru = ss
+		}
+	}
+	s.remove(lru)
+}
+
+// remove forgets a session. s.mu must be held.
+func (s *Sessions) remove(ss *session) {
+	if s.m[ss.key] != ss {
+		return
+	}
+	delete(s.m, ss.key)
+	list := s.byUser[ss.user]
+	if i := slices.Index(list, ss); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(s.byUser, ss.user)
+	} else {
+		s.byUser[ss.user] = list
 	}
 }
 
@@ -121,7 +174,7 @@ func (s *Sessions) Check(token string, now time.Time) (string, bool) {
 	}
 	if !ss.alive(now, s.Idle) {
 		s.mu.Lock()
-		delete(s.m, k)
+		s.remove(ss)
 		s.mu.Unlock()
 		return "", false
 	}
@@ -138,7 +191,7 @@ func (s *Sessions) End(token string) bool {
 	if ss == nil || subtle.ConstantTimeCompare([]byte(ss.token), []byte(token)) != 1 {
 		return false
 	}
-	delete(s.m, k)
+	s.remove(ss)
 	return true
 }
 
@@ -146,14 +199,12 @@ func (s *Sessions) End(token string) bool {
 func (s *Sessions) EndUser(user string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for k, ss := range s.m {
-		if ss.user == user {
-			delete(s.m, k)
-			n++
-		}
+	list := s.byUser[user]
+	for _, ss := range list {
+		delete(s.m, ss.key)
 	}
-	return n
+	delete(s.byUser, user)
+	return len(list)
 }
 
 // Live returns the number of sessions alive at now. It walks them all

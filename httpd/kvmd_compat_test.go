@@ -125,3 +125,19 @@ func TestTLSOnlyAEAD(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestLoginTooManySessions: a login refused because every session slot is
+// someone else's is a 503 in the envelope, and ends nobody's session.
+func TestLoginTooManySessions(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.a.Sessions.Max = 2
+	admin := e.login("admin", "admin-pass")
+	e.login("colon", "pa:ss:word")
+	r := e.req("POST", "/api/auth/login", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, "user=viewer&passwd=viewer+pass")
+	if r.status != 503 || r.errName != "UnavailableError" {
+		t.Errorf("login at the bound: %d %q, want 503 UnavailableError", r.status, r.errName)
+	}
+	if r := e.req("GET", "/api/auth/check", map[string]string{"Cookie": "auth_token=" + admin}, ""); r.status != 200 {
+		t.Errorf("admin's session after the refused login: %d", r.status)
+	}
+}

@@ -63,7 +63,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if cfg.TOTPSecret != "" {
 		tfa = auth.NewTOTP(cfg.TOTPSecret, authLog)
 	}
-	sessions := &auth.Sessions{Idle: cfg.SessionIdle, Lifetime: cfg.SessionLifetime, Max: 4096}
+	sessions := &auth.Sessions{Idle: cfg.SessionIdle, Lifetime: cfg.SessionLifetime, Max: 4096, MaxPerUser: 64}
 	peer, err := httpd.PeerPolicy(cfg.UnixGroup)
 	if err != nil {
 		return err
