@@ -124,9 +124,13 @@ type Authenticator struct {
 	Limiter  *Limiter
 	Log      *slog.Logger
 	Now      func() time.Time
+	// FailLogEvery is the interval of failure lines per address and
+	// user (failLog); 0: DefaultFailLogEvery.
+	FailLogEvery time.Duration
 
 	counts      counters
 	unavailable logLimit
+	failures    failLog
 }
 
 // New wires an Authenticator: the users file's changes end the sessions of
@@ -151,13 +155,29 @@ func addrString(a netip.Addr) string {
 func (a *Authenticator) fail(user string, m Method, addr netip.Addr, reason string, extra ...any) error {
 	now := a.Now()
 	wait := a.Limiter.Failure(addr, now)
+	a.logFailure(user, m, addr, reason, wait, extra...)
+	a.counts.add(m, ResultFailed)
+	return ErrForbidden
+}
+
+// logFailure writes a failure's line, unless one for the same address and
+// user went out less than FailLogEvery ago and this one sets no block:
+// then it is only counted.
+func (a *Authenticator) logFailure(user string, m Method, addr netip.Addr, reason string, wait time.Duration, extra ...any) {
+	every := a.FailLogEvery
+	if every <= 0 {
+		every = DefaultFailLogEvery
+	}
+	// A failure that sets a block always gets its line: blocks come at
+	// most once per backoff, and the admin wants to see each one.
+	if wait == 0 && !a.failures.allow(a.Log, every, user, m, addr, reason) {
+		return
+	}
 	args := []any{"user", user, "method", string(m), "addr", addrString(addr), "reason", reason}
 	if wait > 0 {
 		args = append(args, "blocked", wait.Round(time.Second).String())
 	}
 	a.Log.Warn("auth failed", append(args, extra...)...)
-	a.counts.add(m, ResultFailed)
-	return ErrForbidden
 }
 
 // unavailableLogEvery is the least time between two log lines about
@@ -239,28 +259,46 @@ func (a *Authenticator) TwoFactor() bool {
 // Password checks user's password (with the 2FA code at its end when 2FA
 // is on), against the users file or External's backend. It returns nil,
 // ErrForbidden, an error wrapping ErrUnavailable, or a *RateLimitedError.
+//
+// The password is checked whether or not the code is right, missing or
+// the 2FA secret unusable: the time an answer takes must not tell an
+// attacker that the code was right (a wrong code used to be refused in
+// microseconds, a right one after the hash). A success is cached under
+// the password and the code together, and only when both were right.
 func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Method, addr netip.Addr) error {
 	now := a.Now()
 	if wait := a.Limiter.Blocked(addr, now); wait > 0 {
 		a.counts.add(m, ResultBlocked)
 		return &RateLimitedError{Wait: wait}
 	}
+	var reason, code string // why the 2FA part failed; the code
 	if a.TOTP != nil {
 		on, err := a.TOTP.State()
-		if err != nil {
-			return a.fail(user, m, addr, "2FA secret unusable (fail closed)")
-		}
-		if on {
-			if len(passwd) < CodeLen {
-				return a.fail(user, m, addr, "no 2FA code")
-			}
-			code := passwd[len(passwd)-CodeLen:]
+		switch {
+		case err != nil:
+			reason = "2FA secret unusable (fail closed)"
+		case on && len(passwd) < CodeLen:
+			reason = "no 2FA code"
+		case on:
+			code = passwd[len(passwd)-CodeLen:]
 			passwd = passwd[:len(passwd)-CodeLen]
 			if !a.TOTP.Check(code, now) {
-				return a.fail(user, m, addr, "wrong or expired 2FA code")
+				reason = "wrong or expired 2FA code"
 			}
 		}
 	}
+	// The address's turn at the slow hashes: fair across addresses, and
+	// refused without a hash when a block was set while it waited.
+	ctx = withTurn(ctx, &turn{
+		key:  key(addr),
+		rank: func() int { return a.Limiter.Failures(addr, a.Now()) },
+		admit: func() error {
+			if wait := a.Limiter.Blocked(addr, a.Now()); wait > 0 {
+				return &RateLimitedError{Wait: wait}
+			}
+			return nil
+		},
+	})
 	var (
 		ok, cached bool
 		err        error
@@ -270,18 +308,27 @@ func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Met
 	if a.External != nil && !a.External.Local(user) {
 		name = a.External.Name()
 		via = []any{"backend", name}
-		cached, err = a.External.Verify(ctx, user, passwd, now)
+		cached, err = a.External.verify(ctx, user, passwd, code, reason == "", now)
 		if errors.Is(err, backend.ErrRejected) {
-			return a.fail(user, m, addr, "wrong user or password", append(via, "detail", err.Error())...)
+			if reason == "" {
+				reason = "wrong user or password"
+			}
+			return a.fail(user, m, addr, reason, append(via, "detail", err.Error())...)
 		}
 		ok = err == nil
 	} else {
-		ok, cached, err = a.Users.Verify(ctx, user, passwd)
+		ok, cached, err = a.Users.verify(ctx, user, passwd, code, reason == "")
 	}
-	if err != nil {
+	var rl *RateLimitedError
+	switch {
+	case errors.As(err, &rl):
+		a.counts.add(m, ResultBlocked)
+		return rl
+	case err != nil:
 		return a.unavailableErr(user, m, addr, name, err)
-	}
-	if !ok {
+	case reason != "":
+		return a.fail(user, m, addr, reason)
+	case !ok:
 		return a.fail(user, m, addr, "wrong user or password")
 	}
 	a.Limiter.Success(addr)
@@ -309,7 +356,7 @@ func (a *Authenticator) Session(token string, addr netip.Addr) (string, error) {
 	a.Users.Refresh(false) // a removed user's sessions end promptly
 	user, ok := a.Sessions.Check(token, now)
 	if !ok {
-		a.Log.Warn("auth failed", "user", "-", "method", string(MethodCookie), "addr", addrString(addr), "reason", "unknown or expired session")
+		a.logFailure("-", MethodCookie, addr, "unknown or expired session", 0)
 		a.counts.add(MethodCookie, ResultFailed)
 		return "", ErrForbidden
 	}

@@ -53,8 +53,10 @@ func TestCounts(t *testing.T) {
 	}
 
 	// A request that ends while waiting for a slow-hash turn.
-	for range cap(a.Users.slow) {
-		a.Users.slow <- struct{}{}
+	for a.Users.slow.free > 0 {
+		if _, err := a.Users.slow.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ended, cancel := context.WithCancel(ctx)
 	cancel()

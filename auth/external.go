@@ -71,6 +71,9 @@ type check struct {
 	err     error
 	waiters int // under External.mu
 	cancel  context.CancelFunc
+	// remember caches a success: set when the rest of the check (the
+	// 2FA code) succeeded too.
+	remember bool
 }
 
 // NewExternal returns an External for cfg.
@@ -125,7 +128,13 @@ func (e *External) Local(user string) bool { return slices.Contains(e.local, use
 // within the timeout, and sooner when ctx ends. now is the
 // Authenticator's clock, which the cache's expiry follows.
 func (e *External) Verify(ctx context.Context, user, passwd string, now time.Time) (cached bool, err error) {
-	k := e.cacheKey.key(user, passwd)
+	return e.verify(ctx, user, passwd, "", true, now)
+}
+
+// verify is Verify with extra in the cache key (the 2FA code), and a
+// success remembered only when remember is set, as Users.verify.
+func (e *External) verify(ctx context.Context, user, passwd, extra string, remember bool, now time.Time) (cached bool, err error) {
+	k := e.cacheKey.key(user, withCode(passwd, extra))
 	e.mu.Lock()
 	if exp, hit := e.cache[k]; hit {
 		if now.Before(exp) {
@@ -139,7 +148,7 @@ func (e *External) Verify(ctx context.Context, user, passwd string, now time.Tim
 		// The question runs on its own context, not the request's: it
 		// is shared, and ends when its last waiter leaves.
 		cctx, cancel := context.WithTimeout(context.Background(), e.timeout)
-		c = &check{done: make(chan struct{}), cancel: cancel}
+		c = &check{done: make(chan struct{}), cancel: cancel, remember: remember}
 		e.inflight[k] = c
 		go e.ask(cctx, k, c, user, passwd, now)
 	}
@@ -200,7 +209,7 @@ func (e *External) ask(ctx context.Context, k [32]byte, c *check, user, passwd s
 	}
 
 	e.mu.Lock()
-	if err == nil && e.ttl > 0 {
+	if err == nil && e.ttl > 0 && c.remember {
 		e.remember(k, now)
 	}
 	if e.inflight[k] == c {

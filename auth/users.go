@@ -24,7 +24,8 @@ const cacheSize = 4096
 // so successful checks are remembered in memory, keyed by an HMAC of user
 // and password under a key that never leaves the process. The cache is
 // dropped whenever the file changes. At most GOMAXPROCS slow checks run at
-// once, so a flood of wrong passwords cannot take every core.
+// once, so a flood of wrong passwords cannot take every core, and their
+// turns go fairly across client addresses (hashGate).
 type Users struct {
 	path  string
 	log   *slog.Logger
@@ -44,7 +45,7 @@ type Users struct {
 	cache    map[[32]byte]uint64
 	cacheKey cacheKeyer
 	unknown  Hash
-	slow     chan struct{}
+	slow     *hashGate
 }
 
 // OpenUsers reads the users file at path. It fails if the file cannot be
@@ -56,7 +57,7 @@ func OpenUsers(path string, log *slog.Logger) (*Users, error) {
 		log:   log,
 		watch: fileWatch{path: path},
 		cache: make(map[[32]byte]uint64),
-		slow:  make(chan struct{}, runtime.GOMAXPROCS(0)),
+		slow:  newHashGate(runtime.GOMAXPROCS(0)),
 	}
 	var err error
 	if u.cacheKey, err = newCacheKeyer(); err != nil {
@@ -143,13 +144,33 @@ func (u *Users) Refresh(force bool) {
 	}
 }
 
+// withCode is what a cache key is made of: the password, and the 2FA code
+// when there is one, so that the password alone never answers from the
+// cache for a code it was not checked with. Passwords are printable ASCII:
+// the NUL cannot be part of one.
+func withCode(passwd, code string) string {
+	if code == "" {
+		return passwd
+	}
+	return passwd + "\x00" + code
+}
+
 // Verify reports whether passwd is user's password, and whether the answer
 // came from the cache. It returns an error only when ctx ends while waiting
 // for a turn at a slow hash.
 func (u *Users) Verify(ctx context.Context, user, passwd string) (ok, cached bool, err error) {
+	return u.verify(ctx, user, passwd, "", true)
+}
+
+// verify is Verify with more to the cache key than user and password
+// (extra: the 2FA code), and a success remembered only when remember is
+// set (the whole check, code included, succeeded): a password found right
+// with a wrong code must not answer faster next time. An error may also
+// be the refusal of the turn's admit (turn, in ctx).
+func (u *Users) verify(ctx context.Context, user, passwd, extra string, remember bool) (ok, cached bool, err error) {
 	u.Refresh(false)
 	gen := u.gen.Load()
-	k := u.cacheKey.key(user, passwd)
+	k := u.cacheKey.key(user, withCode(passwd, extra))
 	u.cacheMu.RLock()
 	g, hit := u.cache[k]
 	u.cacheMu.RUnlock()
@@ -163,15 +184,17 @@ func (u *Users) Verify(ctx context.Context, user, passwd string) (ok, cached boo
 	if h == nil {
 		h = u.unknown
 	}
-	select {
-	case u.slow <- struct{}{}:
-	case <-ctx.Done():
-		return false, false, ctx.Err()
+	release, err := u.slow.acquire(ctx)
+	if err != nil {
+		return false, false, err
 	}
 	match := h.Verify(passwd)
-	<-u.slow
+	release()
 	if !match || !known || h == u.unknown {
 		return false, false, nil
+	}
+	if !remember {
+		return true, false, nil
 	}
 
 	u.cacheMu.Lock()
