@@ -59,6 +59,9 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 		if err != nil {
 			return Identity{}, err
 		}
+		if err := crossOrigin.Check(r); err != nil {
+			return Identity{}, errCrossOrigin
+		}
 		user, err := a.Session(token, addr)
 		return Identity{User: user, Method: auth.MethodCookie, Token: token}, authError(err)
 	}
@@ -85,6 +88,21 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 	}
 	return Identity{}, errUnauthorized
 }
+
+// crossOrigin refuses a state-changing request (any method but GET, HEAD
+// and OPTIONS) that a browser says comes from another origin:
+// Sec-Fetch-Site other than same-origin or none, or, from browsers that
+// do not send it, an Origin whose host is not the request's Host. It
+// guards the cookie only: a browser attaches the cookie to a request a
+// page on another site makes, never header or Basic credentials (the
+// latter only after the user typed them for this site, and the web UI
+// does not use them). The login itself is public and takes no cookie: a
+// form on another site may post to it (kvmd's documented recipe, see
+// handlers.go).
+var crossOrigin = http.NewCrossOriginProtection()
+
+var errCrossOrigin = &Error{Status: http.StatusForbidden, Name: "ForbiddenError",
+	Msg: "Cross-origin request refused: a session cookie works only from this device's own pages (origin)"}
 
 // proxied tells a request forwarded by a local reverse proxy: peer
 // credentials then belong to the proxy, not to the client.
