@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"kvmd/auth"
@@ -19,7 +21,7 @@ import (
 
 // loginForm is the body of POST /api/auth/login.
 type loginForm struct {
-	user, passwd, expire string
+	user, passwd, expire, redirect string
 }
 
 // maxExpire bounds the login's expire so that it fits a time.Duration.
@@ -39,14 +41,15 @@ func parseLogin(contentType string, body []byte) (loginForm, error) {
 		if err != nil {
 			return f, BadRequest("Malformed form body", err)
 		}
-		f = loginForm{v.Get("user"), v.Get("passwd"), v.Get("expire")}
+		f = loginForm{v.Get("user"), v.Get("passwd"), v.Get("expire"), v.Get("redirect")}
 	case "multipart/form-data":
 		return parseMultipartLogin(params["boundary"], body)
 	case "application/json":
 		var v struct {
-			User   *string         `json:"user"`
-			Passwd *string         `json:"passwd"`
-			Expire json.RawMessage `json:"expire"`
+			User     *string         `json:"user"`
+			Passwd   *string         `json:"passwd"`
+			Expire   json.RawMessage `json:"expire"`
+			Redirect *string         `json:"redirect"`
 		}
 		if err := json.Unmarshal(body, &v); err != nil {
 			return f, BadRequest("Malformed JSON body: an object with user, passwd and expire is expected", err)
@@ -56,6 +59,9 @@ func parseLogin(contentType string, body []byte) (loginForm, error) {
 		}
 		if v.Passwd != nil {
 			f.passwd = *v.Passwd
+		}
+		if v.Redirect != nil {
+			f.redirect = *v.Redirect
 		}
 		if len(v.Expire) > 0 && string(v.Expire) != "null" {
 			var s string
@@ -95,8 +101,23 @@ func parseMultipartLogin(boundary string, body []byte) (loginForm, error) {
 			f.passwd = string(v)
 		case "expire":
 			f.expire = string(v)
+		case "redirect":
+			f.redirect = string(v)
 		}
 	}
+}
+
+// loginRedirects are the values kvmd (4.108 on) takes for the login's
+// redirect, its default allow_redirects; "" is no redirect. kvmd strips
+// and lower-cases the value first (check_string_in_list).
+var loginRedirects = []string{"", "/", "/kvm", "/kvm/"}
+
+func parseRedirect(s string) (string, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if !slices.Contains(loginRedirects, s) {
+		return "", BadParam("redirect", "not one of /, /kvm, /kvm/ (or empty)")
+	}
+	return s, nil
 }
 
 func parseExpire(s string) (time.Duration, error) {
@@ -154,6 +175,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	redirect, err := parseRedirect(f.redirect)
+	if err != nil {
+		return err
+	}
 	setIdentity(r.Context(), Identity{User: user, Method: auth.MethodLogin})
 	token, life, err := s.cfg.Auth.Login(r.Context(), user, f.passwd, expire, s.clientAddr(r))
 	if err != nil {
@@ -167,6 +192,17 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		c.MaxAge = int(min(life/time.Second, math.MaxInt32)) // int is 32 bits on ARMv6/v7
 	}
 	http.SetCookie(w, c)
+	if redirect != "" {
+		// The HTML form recipe: a form, maybe on another site, posts here
+		// and the browser lands on the page with the cookie set. The
+		// cookie is SameSite=Strict, so that first page load (still part
+		// of a navigation another site started) goes without it; the
+		// login page it is sent to finds the session and moves on
+		// (web/static/login.js). README: "Logging in from another page".
+		w.Header().Set("Location", redirect)
+		w.WriteHeader(http.StatusFound)
+		return nil
+	}
 	writeBody(w, http.StatusOK, okEmpty)
 	return nil
 }

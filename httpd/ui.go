@@ -31,6 +31,11 @@ var uiPages = map[string]struct {
 	"/login": {file: "login.html", public: true},
 }
 
+// uiAliases are PiKVM's page paths that kvmd's login may redirect to
+// (/kvm, /kvm/: its KVM page): they send the browser to this daemon's
+// dashboard.
+var uiAliases = map[string]string{"/kvm": "/", "/kvm/": "/"}
+
 // uiStatic is the prefix of the UI's other files (scripts, styles): they
 // hold nothing secret and the login page needs them, so they are public.
 const uiStatic = "/static/"
@@ -38,9 +43,10 @@ const uiStatic = "/static/"
 // uiFile is one file of the UI, read once at start (they are embedded in
 // the binary and small).
 type uiFile struct {
-	data  []byte
-	etag  string
-	ctype string
+	data     []byte
+	etag     string
+	ctype    string
+	redirect string // set: a 302 there instead
 }
 
 // loadUI reads every file of fsys.
@@ -82,6 +88,9 @@ func (s *Server) uiRoute(p string) (f *uiFile, public bool) {
 	if pg, ok := uiPages[p]; ok {
 		return s.ui[pg.file], pg.public
 	}
+	if to, ok := uiAliases[p]; ok {
+		return &uiFile{redirect: to}, true
+	}
 	if name, ok := strings.CutPrefix(p, uiStatic); ok {
 		if _, page := pageFiles[name]; !page {
 			return s.ui[name], true
@@ -110,6 +119,11 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, f *uiFile, publ
 	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", pageCSP)
+	if f.redirect != "" {
+		h.Set("Location", f.redirect)
+		w.WriteHeader(http.StatusFound)
+		return nil
+	}
 	if !public {
 		who, err := s.authenticate(r, true)
 		*id = who

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -42,6 +43,12 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 // without writing and is returned as is.
 //
 // The lock is advisory: it orders Updates, not other writers.
+//
+// Under the lock, Update first removes the temporary files an earlier
+// writer of the same file left when it was killed before its rename: they
+// hold what it was writing (a password hash, a 2FA secret), mode 0600
+// from their creation until they are given the file's mode just before
+// the rename. No other Update can be writing them: it would hold the lock.
 func Update(path string, perm fs.FileMode, fn func(old []byte) ([]byte, error)) error {
 	target, err := resolve(path)
 	if err != nil {
@@ -59,6 +66,7 @@ func Update(path string, perm fs.FileMode, fn func(old []byte) ([]byte, error)) 
 	// Closing d releases the lock; the explicit unlock only makes the order
 	// obvious.
 	defer flock(d, unix.LOCK_UN)
+	removeStale(dir, filepath.Base(target))
 
 	old, err := os.ReadFile(target)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -71,6 +79,28 @@ func Update(path string, perm fs.FileMode, fn func(old []byte) ([]byte, error)) 
 		return err
 	}
 	return write(target, data, perm)
+}
+
+// tempPattern is the name of write's temporary files for the file base,
+// as os.CreateTemp fills it in: the star is a run of digits.
+func tempPattern(base string) string { return "." + base + ".tmp*" }
+
+// removeStale removes the temporary files of base in dir that a killed
+// writer left. Errors are ignored: a file that cannot be removed now is
+// tried again next time, and the update itself does not need it gone.
+func removeStale(dir, base string) {
+	prefix := "." + base + ".tmp"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		os.Remove(filepath.Join(dir, e.Name()))
+	}
 }
 
 func flock(f *os.File, how int) error {
@@ -111,7 +141,9 @@ func write(path string, data []byte, perm fs.FileMode) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+	// os.CreateTemp makes the file 0600: whatever it holds is never
+	// readable by others, even if the process dies before the rename.
+	tmp, err := os.CreateTemp(dir, tempPattern(base))
 	if err != nil {
 		return fmt.Errorf("creating temporary file for %s: %w", path, err)
 	}

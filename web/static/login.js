@@ -100,5 +100,28 @@ if (params.get('expired') === '1') {
   notice.textContent = 'Your session has ended. Please log in again.';
   notice.hidden = false;
 }
+/**
+ * alreadyIn moves on when the browser holds a live session: a login posted
+ * from another site (kvmd's HTML form recipe, redirect=/kvm/) sets the
+ * SameSite=Strict cookie, but the page load that follows is still that
+ * site's navigation and goes without it, so the server sends it here.
+ * This request is the device's own, and carries the cookie.
+ */
+async function alreadyIn() {
+  if (params.get('expired') === '1') return false;
+  try {
+    const res = await fetch('/api/auth/check', { credentials: 'same-origin' });
+    if (res.ok) {
+      location.replace(safeNext(params.get('next')));
+      return true;
+    }
+  } catch {
+    // Unreachable: the form says so when it is used.
+  }
+  return false;
+}
+
 form.addEventListener('submit', login);
-markReady();
+alreadyIn().then((moved) => {
+  if (!moved) markReady();
+});
