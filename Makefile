@@ -31,7 +31,7 @@ FUZZ_TARGETS := \
 	FuzzBindName:./auth/ldapauth/ \
 	FuzzParseResponse:./auth/radiusauth/
 
-.PHONY: all build demo deps run test unit race smoke fuzz lint bench cross deb buildroot-check clean
+.PHONY: all build demo deps deps-demo run test unit race smoke fuzz lint bench cross deb buildroot-check clean
 all: build
 
 build:
@@ -44,10 +44,15 @@ build:
 deps:
 	@sh scripts/deps.sh
 
+## deps-demo: only what the demo uses (journalctl and systemd-journal-remote, for its journal);
+## the demo runs without them, so a failed install is a warning.
+deps-demo:
+	@sh scripts/deps.sh demo
+
 ## run: the daemon in demo mode on 127.0.0.1:8080, credentials printed. Demo mode (its fake GPIO
 ## pins and capture device, the bundled board, the demo journal) is only in the demo build,
 ## bin/kvmd-demo (-tags demo); the release build, bin/kvmd, refuses --demo.
-run: deps build demo
+run: deps-demo build demo
 	./bin/kvmd-demo serve --demo
 
 demo:
