@@ -16,16 +16,20 @@ import (
 //     address blocked now?) when their turn comes, so that requests queued
 //     before a block was set are refused without a hash;
 //   - among the addresses waiting, the one with the fewest failures
-//     remembered (rank) goes first, first come first served among equals.
+//     remembered (rank) goes first, first come first served among equals;
+//   - with two turns or more, one is kept for addresses without failures
+//     (rank 0): addresses that have failed share the others.
 //
 // Under a flood of wrong passwords from many addresses, each flooding
-// address soon has failures and waits behind a real user, whose address
-// has none: the real login waits for the hashes already running, not for
-// the queue. First come first served made it wait for all of them (2.4 to
-// 6.4 s under 48 addresses).
+// address soon has failures: they wait behind a real user, whose address
+// has none, and cannot take the last turn, so a real login starts at once
+// instead of waiting for the queue (first come first served made it wait
+// for all of it: 2.4 to 6.4 s under 48 addresses).
 type hashGate struct {
 	mu     sync.Mutex
+	n      int // turns in all
 	free   int
+	ranked int // turns held by addresses with failures
 	queue  waitHeap
 	seq    uint64
 	perKey map[netip.Prefix]*keyLine
@@ -52,6 +56,7 @@ type keyLine struct {
 }
 
 type waiter struct {
+	ranked  bool // holds, or will hold, a turn counted in hashGate.ranked
 	rank    int
 	seq     uint64
 	index   int           // in the heap; -1 when not in it
@@ -60,7 +65,13 @@ type waiter struct {
 }
 
 func newHashGate(n int) *hashGate {
-	return &hashGate{free: n, perKey: map[netip.Prefix]*keyLine{}}
+	return &hashGate{n: n, free: n, perKey: map[netip.Prefix]*keyLine{}}
+}
+
+// mayTake reports whether a request of rank may take a free turn now.
+// g.mu must be held.
+func (g *hashGate) mayTake(rank int) bool {
+	return g.free > 0 && (rank == 0 || g.n < 2 || g.ranked < g.n-1)
 }
 
 // acquire waits for a turn. It returns the function that gives the turn
@@ -89,7 +100,7 @@ func (g *hashGate) acquire(ctx context.Context) (release func(), err error) {
 		return nil, err
 	}
 	return func() {
-		g.leaveSlot()
+		g.leaveSlot(rank > 0)
 		if t != nil {
 			g.leaveKey(t.key)
 		}
@@ -149,13 +160,13 @@ func (g *hashGate) leaveKey(k netip.Prefix) {
 // enterSlot waits for one of the n turns, by rank.
 func (g *hashGate) enterSlot(ctx context.Context, rank int) error {
 	g.mu.Lock()
-	if g.free > 0 && g.queue.Len() == 0 {
-		g.free--
+	if g.mayTake(rank) && (g.queue.Len() == 0 || rank < g.queue[0].rank) {
+		g.take(rank > 0)
 		g.mu.Unlock()
 		return nil
 	}
 	g.seq++
-	w := &waiter{rank: rank, seq: g.seq, ready: make(chan struct{})}
+	w := &waiter{rank: rank, ranked: rank > 0, seq: g.seq, ready: make(chan struct{})}
 	heap.Push(&g.queue, w)
 	g.mu.Unlock()
 	select {
@@ -170,22 +181,35 @@ func (g *hashGate) enterSlot(ctx context.Context, rank int) error {
 	}
 	g.mu.Unlock()
 	if granted {
-		g.leaveSlot()
+		g.leaveSlot(w.ranked)
 	}
 	return ctx.Err()
 }
 
-// leaveSlot gives a turn to the first waiter, or back to the pool.
-func (g *hashGate) leaveSlot() {
+// take counts a turn taken. g.mu must be held.
+func (g *hashGate) take(ranked bool) {
+	g.free--
+	if ranked {
+		g.ranked++
+	}
+}
+
+// leaveSlot gives a turn back, and hands it to the first waiter that may
+// take it: the turn kept for addresses without failures stays free when
+// only addresses with failures wait.
+func (g *hashGate) leaveSlot(ranked bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.queue.Len() == 0 {
-		g.free++
-		return
+	g.free++
+	if ranked {
+		g.ranked--
 	}
-	w := heap.Pop(&g.queue).(*waiter)
-	w.granted = true
-	close(w.ready)
+	for g.queue.Len() > 0 && g.mayTake(g.queue[0].rank) {
+		w := heap.Pop(&g.queue).(*waiter)
+		g.take(w.ranked)
+		w.granted = true
+		close(w.ready)
+	}
 }
 
 // waitHeap orders waiters by rank, then arrival.

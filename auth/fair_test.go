@@ -174,3 +174,51 @@ func TestHashGateCancel(t *testing.T) {
 		t.Errorf("after the cancels: free %d, queued %d, addresses %d; want 2, 0, 0", g.free, g.queue.Len(), len(g.perKey))
 	}
 }
+
+// TestHashGateReserve: with two turns, addresses with failures share one;
+// the other stays for an address without failures, which gets it at once.
+func TestHashGateReserve(t *testing.T) {
+	g := newHashGate(2)
+	ctx := context.Background()
+	ranked := func(k string) context.Context {
+		return withTurn(ctx, &turn{key: netip.MustParsePrefix(k), rank: func() int { return 3 }})
+	}
+	r1, err := g.acquire(ranked("203.0.113.1/32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan func())
+	go func() {
+		r, err := g.acquire(ranked("203.0.113.2/32"))
+		if err != nil {
+			t.Error(err)
+		}
+		second <- r
+	}()
+	select {
+	case <-second:
+		t.Fatal("a second address with failures took the turn kept for clean ones")
+	case <-time.After(50 * time.Millisecond):
+	}
+	done := make(chan struct{})
+	go func() {
+		r, err := g.acquire(withTurn(ctx, &turn{key: netip.MustParsePrefix("198.51.100.1/32")}))
+		if err != nil {
+			t.Error(err)
+		}
+		r()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("an address without failures waited behind the flood")
+	}
+	r1()
+	(<-second)()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.free != 2 || g.ranked != 0 || g.queue.Len() != 0 {
+		t.Errorf("after all: free %d, ranked %d, queued %d; want 2, 0, 0", g.free, g.ranked, g.queue.Len())
+	}
+}

@@ -11,11 +11,12 @@ import (
 //
 // DefaultMaxConns is sized for the smallest board, a Raspberry Pi Zero W
 // (512 MB, of which the GPU keeps 64 to 256 MB for the camera and the
-// video streamer needs most of the rest): an idle connection costs this
-// daemon about 8 KiB over plain HTTP and about 40 KiB over TLS once the
-// handshake is done (make bench measures it: BENCHMARKS.md), so 1024 of
-// them stay under 48 MiB even over TLS, inside the unit's MemoryMax=. A
-// KVM has a handful of users; 1024 is still far above what they open.
+// video streamer needs most of the rest): an idle keep-alive connection
+// costs this daemon about 21 KiB over plain HTTP, as much as a bare
+// net/http server (make bench: BENCHMARKS.md, "Under load"), and 30 to
+// 40 KiB over TLS, so 1024 of them stay under 48 MiB even over TLS,
+// inside the unit's MemoryMax=. A KVM has a handful of users; 1024 is
+// still far above what they open.
 //
 // DefaultMaxConnsPerAddr leaves a browser its six connections per host
 // for every tab of a few users behind one NAT address, and stops one host

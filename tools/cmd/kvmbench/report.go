@@ -58,6 +58,7 @@ type report struct {
 	orders           [][]string    // scenario order of each round
 	log              *logResult    // nil when the log rows were skipped
 	ui               *uiResult     // nil when the web UI rows were skipped
+	stress           *stressResult // nil when the "Under load" section was skipped
 	qemu             []*qemuResult // nil when the qemu section was skipped
 }
 
@@ -265,6 +266,11 @@ func (rep *report) markdown() []byte {
 	rep.writeTable(&b)
 	fmt.Fprintf(&b, "\n## Rounds (req/s)\n\n")
 	rep.writeRounds(&b)
+	if rep.stress != nil {
+		fmt.Fprintf(&b, "\n## Under load: idle connections, logins under a flood\n\n")
+		fmt.Fprint(&b, stressMethod(rep.stress))
+		writeStress(&b, rep.stress)
+	}
 	if rep.ui != nil {
 		fmt.Fprintf(&b, "\n## Web UI page loads\n\n")
 		if rep.ui.skip == "" {

@@ -39,6 +39,8 @@ type runConfig struct {
 
 	UILoads int // counted loads of each web UI page; 0 skips the web UI rows
 
+	Stress bool // the "Under load" section: idle connections, logins under a flood
+
 	ARMDir         string        // where kvmd-linux-ARCH are; "" skips the qemu section
 	ARMBaselineDir string        // where kvmbench-linux-ARCH are: beside this binary
 	QemuIdle       time.Duration // idle time under qemu before reading RSS
@@ -67,6 +69,8 @@ func defaultRunConfig() runConfig {
 		LogSamples: 100,
 
 		UILoads: 20,
+
+		Stress: true,
 
 		QemuIdle: 2 * time.Second,
 	}
@@ -215,6 +219,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		}
 		writeUI(stdout, res)
 		return res.failure()
+	case "stress":
+		res, err := runStress(ctx, cfg, &procs, kvmd, users, passwd, dir, logf)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, stressMethod(res))
+		writeStress(stdout, res)
+		return nil
 	}
 
 	// Start-to-listening, on fresh processes.
@@ -308,6 +320,11 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	// What follows has the machine to itself.
 	procs.stop(srv, 3*time.Second)
 	procs.stop(base, 3*time.Second)
+	if cfg.Stress {
+		if rep.stress, err = runStress(ctx, cfg, &procs, kvmd, users, passwd, dir, logf); err != nil {
+			return fmt.Errorf("under load: %w", err)
+		}
+	}
 	if cfg.LogEntries > 0 {
 		if rep.log, err = runLogBench(ctx, cfg, &procs, kvmd, users, passwd, dir, logf); err != nil {
 			return fmt.Errorf("log benchmark: %w", err)

@@ -141,6 +141,7 @@ func testRunConfig(t *testing.T) runConfig {
 	cfg.CommandLine = "kvmbench run --kvmd fake"
 	cfg.LogEntries = 0 // the log rows need the real kvmd and real journal files
 	cfg.UILoads = 0    // and so do the web UI rows, its pages
+	cfg.Stress = false // and the "Under load" section, its caps and logins
 	return cfg
 }
 
