@@ -13,7 +13,7 @@ import (
 // typed clients reject null. kvmd builds it in
 // kvmd/apps/kvmd/info/system.py (__get_streamer_info).
 func TestStreamerShape(t *testing.T) {
-	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: v4l2test.Fake{}})
+	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{}})
 	for _, legacy := range []bool{true, false} {
 		for _, cats := range [][]string{{"system"}, {"hw", "system"}} {
 			if !legacy && cats[0] == "hw" {
