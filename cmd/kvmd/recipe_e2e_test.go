@@ -59,4 +59,9 @@ func TestLoginFormRecipe(t *testing.T) {
 	}
 	act(t, ctx, "the dashboard", chromedp.WaitVisible(`#board-model`, chromedp.ByQuery), ready)
 	waitText(t, ctx, "#board-model", "Raspberry Pi 4")
+	// Close the browser and wait for it before its profile directory is
+	// removed: killed at the cleanup, it sometimes still wrote there.
+	if err := chromedp.Cancel(ctx); err != nil {
+		t.Logf("closing the browser: %v", err)
+	}
 }
