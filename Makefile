@@ -17,6 +17,7 @@ FUZZ_TARGETS := \
 	FuzzSessionToken:./httpd/ \
 	FuzzParseLogin:./httpd/ \
 	FuzzAuthHeaders:./httpd/ \
+	FuzzForwarded:./httpd/ \
 	FuzzParseLine:./auth/ \
 	FuzzParseHash:./auth/ \
 	FuzzParseHtpasswd:./auth/ \

@@ -32,14 +32,14 @@ const (
 
 type stressResult struct {
 	// Idle connections, kvmd with its caps raised to hold them all.
-	conns                          int
-	kvmdBefore, kvmdHeld           int64
-	baseBefore, baseHeld           int64
-	kvmdAnswered, baseAnswered     int
-	capAttempted, capHeld, capConn int // default caps
-	capRSS                         int64
-	capRequest                     time.Duration
-	capMax, capPerAddr             int
+	conns                      int
+	kvmdBefore, kvmdHeld       int64
+	baseBefore, baseHeld       int64
+	kvmdAnswered, baseAnswered int
+	capAttempted, capHeld      int // default caps
+	capRSS                     int64
+	capRequest                 time.Duration
+	capMax, capPerAddr         int
 	// Logins.
 	loginAlone, loginFlood  []time.Duration
 	floodSent, floodLimited atomic.Int64
