@@ -23,6 +23,9 @@ const maxFailKeys = 1024
 type failLog struct {
 	mu sync.Mutex
 	m  map[failKey]*failCount
+	// afterFunc is time.AfterFunc, or a test's stand-in that ends the
+	// intervals when the test says.
+	afterFunc func(time.Duration, func()) *time.Timer
 }
 
 type failKey struct {
@@ -63,7 +66,11 @@ func (f *failLog) allow(log *slog.Logger, every time.Duration, user string, m Me
 		c = &failCount{n: 1, method: m, reason: reason, addr: addr}
 	}
 	f.m[k] = c
-	time.AfterFunc(every, func() { f.flush(log, k, every) })
+	after := f.afterFunc
+	if after == nil {
+		after = time.AfterFunc
+	}
+	after(every, func() { f.flush(log, k, every) })
 	return k != failKeyOverflow
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,7 +115,27 @@ func TestFailureLogBounded(t *testing.T) {
 	lim := NewLimiter()
 	lim.Free = 1 << 30
 	a := New(users, nil, &Sessions{Max: 10}, lim, testLogger(logs))
-	a.FailLogEvery = 2 * time.Second
+	// The intervals end when the test says, however slow the machine.
+	var mu sync.Mutex
+	var ends []func()
+	a.failures.afterFunc = func(d time.Duration, f func()) *time.Timer {
+		if d != DefaultFailLogEvery {
+			t.Errorf("interval %v, want the default %v", d, DefaultFailLogEvery)
+		}
+		mu.Lock()
+		ends = append(ends, f)
+		mu.Unlock()
+		return nil
+	}
+	endInterval := func() {
+		mu.Lock()
+		fs := ends
+		ends = nil
+		mu.Unlock()
+		for _, f := range fs {
+			f()
+		}
+	}
 	ctx := context.Background()
 	one, two := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
 	token := strings.Repeat("a", 64)
@@ -127,19 +148,24 @@ func TestFailureLogBounded(t *testing.T) {
 	if n := lines("auth failed"); n != 3 {
 		t.Errorf("%d failure lines for 150 failures of 3 address-user pairs, want 3:\n%s", n, logs.String())
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for lines("auth failures held back") < 3 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	if n := lines("auth failures held back"); n != 0 {
+		t.Errorf("%d summaries before the interval ended", n)
 	}
+	endInterval()
 	for _, want := range []string{`user=admin addr=192.0.2.1 count=49`, `user=viewer addr=192.0.2.1 count=49`, `user=- addr=2001:db8::1 count=49`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("no summary with %q:\n%s", want, logs.String())
 		}
 	}
-	// After the interval, the next failure is a full line again.
+	// After the interval, the next failure is a full line again; an
+	// interval without held-back failures ends without a summary.
 	a.Password(ctx, "admin", "x", MethodBasic, one)
 	if n := lines("auth failed"); n != 4 {
 		t.Errorf("%d failure lines after the interval, want 4", n)
+	}
+	endInterval()
+	if n := lines("auth failures held back"); n != 3 {
+		t.Errorf("%d summaries, want 3", n)
 	}
 }
 
