@@ -1,15 +1,16 @@
-package main
+package webtest
 
 import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"kvmd/internal/testutil"
+	"kvmd/client/clienttest"
 )
 
 // TestLoginFormRecipe follows PiKVM's documented HTML form recipe in a
@@ -17,13 +18,12 @@ import (
 // 127.0.0.1: two sites to the browser) posts user, passwd, expire and
 // redirect=/kvm/ to /api/auth/login, and the browser must land on the
 // dashboard, logged in. The session cookie is SameSite=Strict, which the
-// first page load after the cross-site post goes without.
+// first page load after the cross-site post goes without; the login page
+// finds the session and moves on (web/static/login.js).
 func TestLoginFormRecipe(t *testing.T) {
-	users := usersFile(t, "admin", "web pass")
-	addr := testutil.FreeAddr(t)
-	d := startDaemon(t, nil, nil, "serve", "--demo", "--listen", addr, "--users", users)
-	defer d.stop(t)
-	d.stderr.wait(t, `kvmd listening`)
+	users := clienttest.Users(t, kvmdBin, "admin", "web pass")
+	d := clienttest.Start(t, kvmdBin, nil, "--demo", "--users", users)
+	addr := strings.TrimPrefix(d.URL, "http://")
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,9 +59,4 @@ func TestLoginFormRecipe(t *testing.T) {
 	}
 	act(t, ctx, "the dashboard", chromedp.WaitVisible(`#board-model`, chromedp.ByQuery), ready)
 	waitText(t, ctx, "#board-model", "Raspberry Pi 4")
-	// Close the browser and wait for it before its profile directory is
-	// removed: killed at the cleanup, it sometimes still wrote there.
-	if err := chromedp.Cancel(ctx); err != nil {
-		t.Logf("closing the browser: %v", err)
-	}
 }
