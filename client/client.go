@@ -265,9 +265,16 @@ func (c *Client) Login(ctx context.Context) (string, error) {
 }
 
 // Check asks whether the client's credentials are accepted
-// (GET /api/auth/check).
+// (GET /api/auth/check). With none at all (over a unix socket, where the
+// daemon may know the caller from its peer credentials) it asks
+// GET /api/info?fields=auth instead: /api/auth/check never accepts peer
+// credentials, as in kvmd, because a reverse proxy's auth_request calls it.
 func (c *Client) Check(ctx context.Context) error {
-	resp, err := c.do(ctx, http.MethodGet, "/api/auth/check", nil)
+	path := "/api/auth/check"
+	if c.User == "" && c.Token == "" {
+		path = "/api/info?fields=auth"
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return err
 	}
