@@ -63,7 +63,7 @@ func TestConnectionCaps(t *testing.T) {
 				t.Error("a connection within the cap was closed")
 			}
 		}
-		if d := e.checkFrom(t, "127.0.0.4"); d > time.Second {
+		if d := e.checkFrom(t, "127.0.0.4"); d > 3*time.Second {
 			t.Errorf("another address waited %v", d)
 		}
 		// A trusted proxy carries many clients: not capped per address.
@@ -138,7 +138,9 @@ func TestConnectionCaps(t *testing.T) {
 		if !closedSoon(c, time.Second) {
 			t.Error("a connection over the cap, every other busy, stays open")
 		}
-		if d := time.Since(start); d > 500*time.Millisecond {
+		// Quick, not at a timeout (the header timeout is far longer); the
+		// bound leaves room for a loaded test machine.
+		if d := time.Since(start); d > 3*time.Second {
 			t.Errorf("refusing took %v", d)
 		}
 		_, refused, _ := e.srv.conns.counts()
