@@ -74,6 +74,25 @@ func internalError(cause error) *Error {
 	return &Error{Status: http.StatusInternalServerError, Name: "InternalError", Msg: "Internal error; the daemon's log has the details", Err: cause}
 }
 
+// PublicError is an error of another package that says how to answer
+// with it, in the manner of tailscale's tsweb.HTTPError: an HTTP status
+// (4xx or 5xx) and the sentence the client sees. The error itself is the
+// internal cause, logged and never sent.
+type PublicError interface {
+	error
+	HTTPStatus() int
+	PublicMessage() string
+}
+
+// publicNames are the envelope's error names of the statuses a
+// PublicError may give.
+var publicNames = map[int]string{
+	http.StatusBadRequest:         "BadRequestError",
+	http.StatusForbidden:          "ForbiddenError",
+	http.StatusNotFound:           "NotFoundError",
+	http.StatusServiceUnavailable: "UnavailableError",
+}
+
 // asError turns any error into an *Error: unknown ones are internal errors.
 func asError(err error) *Error {
 	var e *Error
@@ -83,6 +102,12 @@ func asError(err error) *Error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errTooLarge
+	}
+	var pe PublicError
+	if errors.As(err, &pe) {
+		if name, ok := publicNames[pe.HTTPStatus()]; ok {
+			return &Error{Status: pe.HTTPStatus(), Name: name, Msg: pe.PublicMessage(), Err: err}
+		}
 	}
 	return internalError(err)
 }

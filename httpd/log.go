@@ -8,21 +8,15 @@ import (
 	"time"
 )
 
-// LogSource answers GET /api/log (package journal, through an adapter in
-// the daemon's main).
+// LogSource answers GET /api/log. Package journal's *Reader is one.
 type LogSource interface {
-	// Open starts reading the log seek back (0: the whole boot), staying
-	// attached when follow is set. Its errors are *Error values (503).
-	Open(ctx context.Context, seek time.Duration, follow bool) (LogStream, error)
-}
-
-// LogStream is an open log.
-type LogStream interface {
-	// Stream writes lines to w, calling flush after each batch and
-	// setDeadline before each write, until the log ends (without follow),
-	// ctx ends, or a write fails.
-	Stream(ctx context.Context, w io.Writer, flush func() error, setDeadline func(time.Time) error) error
-	Close() error
+	// WriteLog writes the log lines from seek back (0: the whole boot) to
+	// w, and with follow those that come after, until ctx ends. w also
+	// has the methods Flush() error and SetWriteDeadline(time.Time) error.
+	// An error returned before anything was written to or flushed on w is
+	// the request's answer: one with the methods of PublicError answers
+	// with its status and message.
+	WriteLog(ctx context.Context, w io.Writer, seek time.Duration, follow bool) error
 }
 
 // maxSeek bounds seek: ten years back is the whole of any journal.
@@ -65,21 +59,54 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) error {
 		}
 	}()
 
-	st, err := s.cfg.LogSource.Open(ctx, seek, follow)
-	if err != nil {
-		return err
+	lw := &logWriter{w: w, rc: http.NewResponseController(w)}
+	err = s.cfg.LogSource.WriteLog(ctx, lw, seek, follow)
+	if !lw.started {
+		if err != nil {
+			return err // nothing sent yet: the answer is the error's envelope
+		}
+		lw.start() // an empty log
+		return nil
 	}
-	defer st.Close()
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Accel-Buffering", "no") // a reverse proxy must not hold a follow back
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if err := rc.Flush(); err != nil {
-		return nil // the client is gone already
-	}
-	if err := st.Stream(ctx, w, rc.Flush, rc.SetWriteDeadline); err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !lw.gone {
 		s.cfg.Log.Warn("log stream ended", "err", err)
 	}
 	return nil
 }
+
+// logWriter is the response as a LogSource writes it: the status and
+// headers of a log go out with the first write or flush.
+type logWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+	gone    bool // the first flush failed: the client left at once
+}
+
+func (l *logWriter) start() {
+	if l.started {
+		return
+	}
+	l.started = true
+	h := l.w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Accel-Buffering", "no") // a reverse proxy must not hold a follow back
+	l.w.WriteHeader(http.StatusOK)
+}
+
+func (l *logWriter) Write(p []byte) (int, error) {
+	l.start()
+	return l.w.Write(p)
+}
+
+func (l *logWriter) Flush() error {
+	first := !l.started
+	l.start()
+	err := l.rc.Flush()
+	if err != nil && first {
+		l.gone = true
+	}
+	return err
+}
+
+func (l *logWriter) SetWriteDeadline(t time.Time) error { return l.rc.SetWriteDeadline(t) }

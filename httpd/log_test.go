@@ -3,16 +3,22 @@ package httpd
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"kvmd/journal"
+	"kvmd/journal/journaltest"
 )
 
 // fakeLog writes numbered lines, then with follow one more every 10 ms.
+// closed counts the calls that returned after writing.
 type fakeLog struct {
 	open   atomic.Int32
 	closed atomic.Int32
@@ -20,25 +26,19 @@ type fakeLog struct {
 	got    chan [2]any // seek, follow
 }
 
-func (f *fakeLog) Open(ctx context.Context, seek time.Duration, follow bool) (LogStream, error) {
+func (f *fakeLog) WriteLog(ctx context.Context, w io.Writer, seek time.Duration, follow bool) error {
 	if f.got != nil {
 		f.got <- [2]any{seek, follow}
 	}
 	if f.err != nil {
-		return nil, f.err
+		return f.err
 	}
 	f.open.Add(1)
-	return &fakeStream{f: f, follow: follow}, nil
-}
-
-type fakeStream struct {
-	f      *fakeLog
-	follow bool
-}
-
-func (s *fakeStream) Stream(ctx context.Context, w io.Writer, flush func() error, setDeadline func(time.Time) error) error {
+	defer f.closed.Add(1)
+	flush := w.(interface{ Flush() error }).Flush
+	setDeadline := w.(interface{ SetWriteDeadline(time.Time) error }).SetWriteDeadline
 	for i := 0; ; i++ {
-		if i == 3 && !s.follow {
+		if i == 3 && !follow {
 			return nil
 		}
 		setDeadline(time.Now().Add(time.Second))
@@ -55,8 +55,6 @@ func (s *fakeStream) Stream(ctx context.Context, w io.Writer, flush func() error
 		}
 	}
 }
-
-func (s *fakeStream) Close() error { s.f.closed.Add(1); return nil }
 
 func TestLogParams(t *testing.T) {
 	f := &fakeLog{got: make(chan [2]any, 10)}
@@ -109,6 +107,118 @@ func TestLogUnavailable(t *testing.T) {
 	e = newEnv(t, envOpts{})
 	if r := e.req("GET", "/api/log", xhdr("admin", "admin-pass"), ""); r.status != 400 || r.errName != "LogReaderDisabledError" {
 		t.Errorf("no log source: %d %s, want kvmd's 400 LogReaderDisabledError", r.status, r.errName)
+	}
+}
+
+// publicErr is another package's error that says how to answer with it.
+type publicErr struct {
+	status int
+	msg    string
+}
+
+func (e publicErr) Error() string         { return "cause: " + e.msg }
+func (e publicErr) HTTPStatus() int       { return e.status }
+func (e publicErr) PublicMessage() string { return e.msg }
+
+func TestLogPublicError(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		status    int
+		errName   string
+		errMsg    string
+		logsCause bool
+	}{
+		{"unavailable", publicErr{503, "The journal cannot be read: gone"}, 503, "UnavailableError", "The journal cannot be read: gone", true},
+		{"wrapped", fmt.Errorf("opening: %w", publicErr{503, "busy"}), 503, "UnavailableError", "busy", true},
+		{"bad request", publicErr{400, "no such boot"}, 400, "BadRequestError", "no such boot", false},
+		{"status without a name", publicErr{418, "teapot"}, 500, "InternalError", "Internal error; the daemon's log has the details", true},
+		{"plain error", errors.New("cause: boom"), 500, "InternalError", "Internal error; the daemon's log has the details", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOpts{log: &fakeLog{err: tc.err}})
+			r := e.req("GET", "/api/log", xhdr("admin", "admin-pass"), "")
+			if r.status != tc.status || r.errName != tc.errName || r.errMsg != tc.errMsg {
+				t.Errorf("%d %s %q, want %d %s %q", r.status, r.errName, r.errMsg, tc.status, tc.errName, tc.errMsg)
+			}
+			if logged := strings.Contains(e.logs.String(), "cause: "); logged != tc.logsCause {
+				t.Errorf("cause logged: %v, want %v; log:\n%s", logged, tc.logsCause, e.logs)
+			}
+		})
+	}
+}
+
+// lateLog writes what it is given, then fails or not.
+type lateLog struct {
+	lines string
+	flush bool
+	err   error
+}
+
+func (l lateLog) WriteLog(ctx context.Context, w io.Writer, seek time.Duration, follow bool) error {
+	if l.flush {
+		w.(interface{ Flush() error }).Flush()
+	}
+	io.WriteString(w, l.lines)
+	return l.err
+}
+
+// TestLogReplyBegun: once the log began, an error ends it (and is
+// logged); it is not an envelope after the lines.
+func TestLogReplyBegun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  lateLog
+		body string
+		warn bool
+	}{
+		{"empty log", lateLog{}, "", false},
+		{"flushed then failed", lateLog{flush: true, err: errors.New("journalctl died")}, "", true},
+		{"written then failed", lateLog{lines: "a line\r\n", err: errors.New("journalctl died")}, "a line\r\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOpts{log: tc.src})
+			resp := e.get(t, "/api/log", xhdr("admin", "admin-pass"))
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" || string(body) != tc.body {
+				t.Errorf("%d %q %q, want 200 text/plain %q", resp.StatusCode, resp.Header.Get("Content-Type"), body, tc.body)
+			}
+			if warned := strings.Contains(e.logs.String(), "log stream ended"); warned != tc.warn {
+				t.Errorf("warned: %v, want %v; log:\n%s", warned, tc.warn, e.logs)
+			}
+		})
+	}
+}
+
+// TestLogJournal serves the real journal reader: its errors reach the
+// client as the envelope they always were.
+func TestLogJournal(t *testing.T) {
+	journaltest.Require(t)
+	missing := filepath.Join(t.TempDir(), "nope")
+	e := newEnv(t, envOpts{log: journal.New(journal.Config{Dir: missing})})
+	r := e.req("GET", "/api/log", xhdr("admin", "admin-pass"), "")
+	want := `{"ok":false,"result":{"error":"UnavailableError","error_msg":"The journal cannot be read: open ` + missing + `: no such file or directory"}}`
+	if r.status != 503 || string(r.body) != want {
+		t.Errorf("missing journal: %d %s, want 503 %s", r.status, r.body, want)
+	}
+
+	e = newEnv(t, envOpts{log: journal.New(journal.Config{Dir: t.TempDir(), MaxFollowers: 1})})
+	empty := e.get(t, "/api/log", xhdr("admin", "admin-pass"))
+	b, _ := io.ReadAll(empty.Body)
+	empty.Body.Close()
+	if empty.StatusCode != 200 || len(b) != 0 {
+		t.Errorf("empty journal: %d %q", empty.StatusCode, b)
+	}
+	follow := e.get(t, "/api/log?follow=1", xhdr("admin", "admin-pass"))
+	defer follow.Body.Close()
+	if follow.StatusCode != 200 {
+		t.Fatalf("follow: %d", follow.StatusCode)
+	}
+	r = e.req("GET", "/api/log?follow=1", xhdr("admin", "admin-pass"), "")
+	want = `{"ok":false,"result":{"error":"UnavailableError","error_msg":"Too many clients follow the log now; try again later"}}`
+	if r.status != 503 || string(r.body) != want {
+		t.Errorf("second follow: %d %s, want 503 %s", r.status, r.body, want)
 	}
 }
 

@@ -16,6 +16,10 @@
 // 10 entries; --boot comes last because journalctl takes the word after a
 // bare --boot as its argument when that word parses as a boot.
 //
+// WriteLog is Open, Copy and Close in one call, the shape an HTTP handler
+// wants (httpd.LogSource); Open's errors are *Error values, which carry
+// the HTTP status and the sentence to answer with.
+//
 // # Which entries
 //
 // The current boot's. With a directory of journal files there is no
@@ -34,9 +38,9 @@
 //
 // # Failing versus having nothing yet
 //
-// Open returns ErrUnavailable, before any output, when journalctl cannot
-// do its job, and a Stream otherwise, without making a healthy follow
-// wait. It
+// Open returns an *Error of kind ErrUnavailable, before any output, when
+// journalctl cannot do its job, and a Stream otherwise, without making a
+// healthy follow wait. It
 //
 //  1. checks what journalctl would silently work around: the binary
 //     exists (exec.LookPath); the directory, or for the system journal

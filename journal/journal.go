@@ -17,13 +17,6 @@ import (
 	"kvmd/internal/procgroup"
 )
 
-// Errors Open returns before any output. The HTTP layer answers both with
-// 503; ErrUnavailable is wrapped with the reason.
-var (
-	ErrUnavailable      = errors.New("journal: not available")
-	ErrTooManyFollowers = errors.New("journal: too many followers")
-)
-
 // Config says where the journal is and what to show of it.
 type Config struct {
 	// Journalctl is the journalctl binary, looked up on PATH when it has
@@ -51,7 +44,7 @@ type Config struct {
 type Reader struct {
 	cfg        Config
 	sem        chan struct{}
-	badPattern error
+	badPattern *Error
 	systemDirs []string // where the system journal lives
 }
 
@@ -84,7 +77,7 @@ func New(cfg Config) *Reader {
 	}
 	for _, p := range cfg.Units {
 		if _, err := path.Match(p, ""); err != nil || strings.HasPrefix(p, "-") {
-			r.badPattern = fmt.Errorf("%w: bad unit pattern %q", ErrUnavailable, p)
+			r.badPattern = unavailable(nil, "bad unit pattern %q", p)
 		}
 	}
 	return r
@@ -95,9 +88,8 @@ func New(cfg Config) *Reader {
 // written after that, until ctx ends or the stream is closed. The caller
 // must Close the stream.
 //
-// Errors are ErrTooManyFollowers, ErrUnavailable wrapped with the reason
-// (journalctl missing or failing at once, journal missing or unreadable),
-// or ctx's error.
+// Errors are an *Error (ErrTooManyFollowers, or ErrUnavailable with the
+// reason), or ctx's error.
 func (r *Reader) Open(ctx context.Context, seek time.Duration, follow bool) (*Stream, error) {
 	if seek < 0 {
 		return nil, fmt.Errorf("journal: negative seek %v", seek)
@@ -111,7 +103,7 @@ func (r *Reader) Open(ctx context.Context, seek time.Duration, follow bool) (*St
 		case r.sem <- struct{}{}:
 			release = func() { <-r.sem }
 		default:
-			return nil, ErrTooManyFollowers
+			return nil, tooManyFollowers
 		}
 	}
 	s, err := r.open(ctx, seek, follow)
@@ -184,7 +176,7 @@ func (r *Reader) open(ctx context.Context, seek time.Duration, follow bool) (*St
 	for {
 		s, err := r.start(ctx, bin, r.args(q), follow)
 		if err != nil {
-			return nil, fmt.Errorf("%w: starting journalctl: %v", ErrUnavailable, err)
+			return nil, unavailable(err, "starting journalctl: %v", err)
 		}
 		err = s.awaitReady(ctx)
 		if err == nil {
@@ -209,7 +201,7 @@ func (r *Reader) open(ctx context.Context, seek time.Duration, follow bool) (*St
 			// which also catches units that appear later.
 			q.units = false
 		default:
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, xe)
+			return nil, unavailable(xe, "%v", xe)
 		}
 	}
 }
@@ -219,7 +211,7 @@ func (r *Reader) open(ctx context.Context, seek time.Duration, follow bool) (*St
 func (r *Reader) preflight() (string, error) {
 	bin, err := exec.LookPath(r.cfg.Journalctl)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return "", unavailable(err, "%v", err)
 	}
 	if r.cfg.Dir != "" {
 		return bin, checkDir(r.cfg.Dir)
@@ -236,7 +228,7 @@ func (r *Reader) preflight() (string, error) {
 		found = true
 	}
 	if !found {
-		return "", fmt.Errorf("%w: no system journal (none of %s exists)", ErrUnavailable, strings.Join(r.systemDirs, ", "))
+		return "", unavailable(nil, "no system journal (none of %s exists)", strings.Join(r.systemDirs, ", "))
 	}
 	return bin, nil
 }
@@ -249,11 +241,11 @@ func (r *Reader) preflight() (string, error) {
 func checkDir(dir string) error {
 	files, readable, err := scanDir(dir, true)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return unavailable(err, "%v", err)
 	}
 	if files > 0 && !readable {
-		return fmt.Errorf("%w: permission denied reading the journal files in %s (uid %d; journal readers need the systemd-journal group)",
-			ErrUnavailable, dir, os.Getuid())
+		return unavailable(nil, "permission denied reading the journal files in %s (uid %d; journal readers need the systemd-journal group)",
+			dir, os.Getuid())
 	}
 	return nil
 }

@@ -60,12 +60,13 @@ type Stream struct {
 }
 
 // CopyOptions are the hooks Copy needs from an HTTP response (or any
-// other writer) without depending on net/http.
+// other writer) without depending on net/http. WriteLog takes them from
+// its writer's methods.
 type CopyOptions struct {
 	// Flush, if set, pushes what was written to the client. Copy calls it
-	// once at the start (so that headers go out before the first entry,
-	// which may be hours away with follow) and whenever it has written
-	// lines and reading on would block.
+	// first thing (so that headers go out before the first entry, which
+	// may be hours away with follow) and whenever it has written lines and
+	// reading on would block.
 	Flush func() error
 	// SetWriteDeadline, if set, is called with now+WriteTimeout before
 	// every write and flush, and with the zero time when Copy returns. An
@@ -101,7 +102,12 @@ func (s *Stream) Copy(w io.Writer, opt CopyOptions) (int64, error) {
 		dw.arm()
 		return opt.Flush()
 	}
-	pending := true // flush at once: the response headers
+	// At once: the response headers go out before the first entry, which
+	// may be hours away with follow.
+	if err := flush(); err != nil {
+		return dw.n, err
+	}
+	pending := false
 	for {
 		if pending && s.wouldBlock() {
 			if err := flush(); err != nil {
@@ -136,6 +142,29 @@ func (s *Stream) Copy(w io.Writer, opt CopyOptions) (int64, error) {
 			s.e.message.b = nil
 		}
 	}
+}
+
+// WriteLog writes the log lines from seek back (0: the whole boot), and
+// with follow those written after, to w until ctx ends: Open, Copy and
+// Close in one call. Copy's hooks are w's methods Flush() error and
+// SetWriteDeadline(time.Time) error, when it has them. As Copy flushes w
+// first thing, an error returned before anything was written to or
+// flushed on w is Open's (an *Error, or ctx's); a later one is Copy's.
+func (r *Reader) WriteLog(ctx context.Context, w io.Writer, seek time.Duration, follow bool) error {
+	s, err := r.Open(ctx, seek, follow)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var opt CopyOptions
+	if f, ok := w.(interface{ Flush() error }); ok {
+		opt.Flush = f.Flush
+	}
+	if d, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		opt.SetWriteDeadline = d.SetWriteDeadline
+	}
+	_, err = s.Copy(w, opt)
+	return err
 }
 
 // wouldBlock tells whether decoding the next entry needs a read from the

@@ -85,7 +85,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	hcfg := httpd.Config{
 		Auth:      a,
 		Info:      src,
-		LogSource: logSource{jr},
+		LogSource: jr,
 		Log:       log.With("component", "http"),
 		PeerAuth:  peer,
 		UI:        web.FS(),
@@ -276,30 +276,3 @@ func watchdog(ctx context.Context, log *slog.Logger) {
 		}
 	}
 }
-
-// logSource serves /api/log from the journal, its errors as the HTTP
-// answers they mean.
-type logSource struct{ r *journal.Reader }
-
-func (l logSource) Open(ctx context.Context, seek time.Duration, follow bool) (httpd.LogStream, error) {
-	st, err := l.r.Open(ctx, seek, follow)
-	switch {
-	case errors.Is(err, journal.ErrTooManyFollowers):
-		return nil, httpd.Unavailable("Too many clients follow the log now; try again later", err)
-	case errors.Is(err, journal.ErrUnavailable):
-		why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), journal.ErrUnavailable.Error()), ": ")
-		return nil, httpd.Unavailable("The journal cannot be read: "+why, err)
-	case err != nil:
-		return nil, err
-	}
-	return logStream{st}, nil
-}
-
-type logStream struct{ st *journal.Stream }
-
-func (s logStream) Stream(_ context.Context, w io.Writer, flush func() error, setDeadline func(time.Time) error) error {
-	_, err := s.st.Copy(w, journal.CopyOptions{Flush: flush, SetWriteDeadline: setDeadline})
-	return err
-}
-
-func (s logStream) Close() error { return s.st.Close() }
