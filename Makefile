@@ -28,7 +28,8 @@ FUZZ_TARGETS := \
 	FuzzParseThrottled:./hw/ \
 	FuzzFirstUsage:./hw/ \
 	FuzzUnpack:./internal/fixture/ \
-	FuzzParseEntry:./journal/ \
+	FuzzEntryLine:./journal/ \
+	FuzzReader:./journal/export/ \
 	FuzzBindName:./auth/ldapauth/ \
 	FuzzParseResponse:./auth/radiusauth/
 

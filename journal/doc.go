@@ -3,18 +3,22 @@
 //
 //	[2024-05-01 12:00:00 kvmd.service] --- message\r\n
 //
-// It runs journalctl with JSON output instead of linking libsystemd, so
-// the binary stays free of cgo. One Open is one journalctl process:
+// It runs journalctl instead of linking libsystemd, so the binary stays
+// free of cgo, and reads its export format (package export): each field
+// as NAME=value or, for a value that is not printable UTF-8, as its name,
+// its length and its bytes; nothing escaped, nothing cut. One Open is one
+// journalctl process:
 //
-//	journalctl --output=json --output-fields=_SYSTEMD_UNIT,MESSAGE --all
+//	journalctl --output=export --output-fields=_SYSTEMD_UNIT,MESSAGE
 //	    --quiet --no-pager [--directory=DIR] --unit=kvmd.service
 //	    --unit=kvmd-*.service [--since=@UNIX.USEC] [--follow --lines=all]
 //	    --boot
 //
-// with LC_ALL=C.UTF-8 (Open recognises two of its messages). --all keeps
-// fields over 4 KiB (else null); --follow alone would start at the last
-// 10 entries; --boot comes last because journalctl takes the word after a
-// bare --boot as its argument when that word parses as a boot.
+// with LC_ALL=C.UTF-8 (Open recognises two of its messages). The
+// timestamps come whatever --output-fields says; --follow alone would
+// start at the last 10 entries; --boot comes last because journalctl
+// takes the word after a bare --boot as its argument when that word
+// parses as a boot.
 //
 // WriteLog is Open, Copy and Close in one call, the shape an HTTP handler
 // wants (httpd.LogSource); Open's errors are *Error values, which carry
@@ -63,7 +67,9 @@
 //     are all globs and match no unit yet ("Failed to add filter for
 //     units") are dropped from the command line and applied here only.
 //
-// Errors after the stream started (journalctl dying) are Copy's result.
+// Errors after the stream started (journalctl dying, or output that is
+// not in the export format, after which nothing can be trusted) are
+// Copy's result. An entry without a timestamp is skipped.
 //
 // # Memory and processes
 //

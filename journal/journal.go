@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kvmd/internal/procgroup"
+	"kvmd/journal/export"
 )
 
 // Config says where the journal is and what to show of it.
@@ -130,9 +131,8 @@ type query struct {
 
 func (r *Reader) args(q query) []string {
 	a := []string{
-		"--output=json",
+		"--output=export",
 		"--output-fields=_SYSTEMD_UNIT,MESSAGE", // the timestamps always come
-		"--all",                                 // else fields over 4 KiB are null
 		"--quiet",
 		"--no-pager",
 	}
@@ -327,7 +327,7 @@ func (r *Reader) start(ctx context.Context, bin string, args []string, follow bo
 		cmd:    cmd,
 		pr:     pr,
 		br:     br,
-		dec:    newDecoder(br),
+		rd:     export.NewReader(br),
 		stderr: stderr,
 	}, nil
 }

@@ -699,7 +699,7 @@ func TestOpenIdleFollow(t *testing.T) {
 func fakeJournalctl(t *testing.T, body string) (path, pidfile string) {
 	dir := t.TempDir()
 	path, pidfile = filepath.Join(dir, "journalctl"), filepath.Join(dir, "pid")
-	script := "#!/bin/sh\necho '{\"__REALTIME_TIMESTAMP\":\"1714564800000000\",\"_SYSTEMD_UNIT\":\"kvmd.service\",\"MESSAGE\":\"fake\"}'\n" +
+	script := "#!/bin/sh\nprintf '__REALTIME_TIMESTAMP=1714564800000000\\n_SYSTEMD_UNIT=kvmd.service\\nMESSAGE=fake\\n\\n'\n" +
 		strings.ReplaceAll(body, "PIDFILE", pidfile)
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"kvmd/internal/procgroup"
+	"kvmd/journal/export"
 )
 
 // Buffer sizes: with the caps in entry.go they bound a stream's memory
@@ -53,10 +53,10 @@ type Stream struct {
 	mu      sync.Mutex // held by Copy, and by Close to release what Copy uses
 	closed  bool
 	br      *bufio.Reader
-	dec     *decoder
+	rd      *export.Reader // reads br
 	e       entry
 	units   map[string]bool
-	skipped int // malformed lines
+	skipped int // entries without a timestamp
 }
 
 // CopyOptions are the hooks Copy needs from an HTTP response (or any
@@ -115,13 +115,10 @@ func (s *Stream) Copy(w io.Writer, opt CopyOptions) (int64, error) {
 			}
 			pending = false
 		}
-		err := s.dec.decode(&s.e)
-		if err == errSyntax {
+		err := readEntry(s.rd, &s.e)
+		if err == errNoTime {
 			s.skipped++
-			err = s.dec.skipLine()
-			if err == nil {
-				continue
-			}
+			continue
 		}
 		if err != nil {
 			if pending {
@@ -167,16 +164,9 @@ func (r *Reader) WriteLog(ctx context.Context, w io.Writer, seek time.Duration, 
 	return err
 }
 
-// wouldBlock tells whether decoding the next entry needs a read from the
-// pipe, that is whether no complete line is buffered.
-func (s *Stream) wouldBlock() bool {
-	n := s.br.Buffered()
-	if n == 0 {
-		return true
-	}
-	b, _ := s.br.Peek(n)
-	return bytes.IndexByte(b, '\n') < 0
-}
+// wouldBlock tells whether reading the next entry needs a read from the
+// pipe, that is whether it is not wholly buffered.
+func (s *Stream) wouldBlock() bool { return !s.rd.Ready() }
 
 // end turns the error that stopped reading into Copy's result.
 func (s *Stream) end(err error) error {
@@ -186,11 +176,15 @@ func (s *Stream) end(err error) error {
 	if errors.Is(err, os.ErrClosed) {
 		return errClosed
 	}
-	if err != io.EOF {
+	if err != io.EOF && err != io.ErrUnexpectedEOF {
 		return fmt.Errorf("journal: reading journalctl's output: %w", err)
 	}
+	// The output ended: journalctl exited, or was killed by Close.
 	if werr := s.wait(); werr != nil {
 		return fmt.Errorf("journal: %w", &exitError{err: werr, stderr: s.stderr.String()})
+	}
+	if err == io.ErrUnexpectedEOF {
+		return errors.New("journal: journalctl's output ends inside an entry")
 	}
 	if s.follow {
 		return errors.New("journal: journalctl stopped following")
@@ -296,7 +290,7 @@ func (s *Stream) Close() error {
 		s.wait()
 		s.mu.Lock()
 		s.closed = true
-		s.br, s.dec, s.e, s.units = nil, nil, entry{}, nil
+		s.br, s.rd, s.e, s.units = nil, nil, entry{}, nil
 		s.mu.Unlock()
 		if s.release != nil {
 			s.release()

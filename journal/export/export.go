@@ -1,8 +1,10 @@
-// Package export writes the journal export format, the stream that
-// systemd-journal-remote turns into real journal files: fields as NAME=value
-// lines, a value holding control characters or bytes that are not UTF-8 in
-// the binary-safe form (NAME, newline, 64-bit little-endian length, the
-// bytes, newline), and an empty line after each entry.
+// Package export writes and reads the journal export format (systemd's
+// JOURNAL_EXPORT_FORMATS), the stream that systemd-journal-remote turns
+// into real journal files and that `journalctl --output=export` prints:
+// fields as NAME=value lines, a value holding control characters or bytes
+// that are not UTF-8 in the binary-safe form (NAME, newline, 64-bit
+// little-endian length, the bytes, newline), and an empty line after each
+// entry.
 package export
 
 import (
@@ -38,10 +40,10 @@ func Timestamps(at, bootStart time.Time) []Field {
 	}
 }
 
-// validName reports whether name is a journal field name: upper-case
-// letters, digits and underscores, not starting with a digit.
-func validName(name string) bool {
-	if name == "" || name[0] >= '0' && name[0] <= '9' {
+// validName reports whether name is a journal field name: 1 to 64
+// upper-case letters, digits and underscores, not starting with a digit.
+func validName[T string | []byte](name T) bool {
+	if len(name) == 0 || len(name) > maxName || name[0] >= '0' && name[0] <= '9' {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

@@ -77,7 +77,7 @@ func writeBigJournal(ctx context.Context, dir string, n int) error {
 // journalctlArgs is the command the daemon runs for a whole-boot read, so
 // that journalctl alone does the same work minus kvmd's.
 func journalctlArgs(dir string) []string {
-	return []string{"--output=json", "--output-fields=_SYSTEMD_UNIT,MESSAGE", "--all", "--quiet", "--no-pager",
+	return []string{"--output=export", "--output-fields=_SYSTEMD_UNIT,MESSAGE", "--quiet", "--no-pager",
 		"--directory=" + dir, "--unit=kvmd.service", "--unit=kvmd-*.service", "--boot"}
 }
 
