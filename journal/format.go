@@ -10,11 +10,12 @@ import (
 )
 
 // lineWriter is what writeLine writes to: a *bufio.Writer in a stream, a
-// *bytes.Buffer in tests.
+// *bytes.Buffer in tests. AvailableBuffer spares an allocation per line.
 type lineWriter interface {
 	io.Writer
 	io.StringWriter
 	io.ByteWriter
+	AvailableBuffer() []byte
 }
 
 // writeLine writes e as kvmd does:
@@ -27,8 +28,7 @@ type lineWriter interface {
 // \xNN escapes so that the text is valid UTF-8 and safe on a terminal. A
 // message cut at maxMessage ends with a marker giving its full size.
 func writeLine(w lineWriter, e *entry, loc *time.Location) error {
-	var hdr [64]byte
-	b := append(hdr[:0], '[')
+	b := append(w.AvailableBuffer(), '[')
 	b = time.UnixMicro(e.usec).In(loc).AppendFormat(b, "2006-01-02 15:04:05")
 	b = append(b, ' ')
 	w.Write(b)
@@ -48,8 +48,7 @@ func writeLine(w lineWriter, e *entry, loc *time.Location) error {
 	writeSafe(w, bytes.TrimRightFunc(msg, unicode.IsSpace))
 	if dropped > 0 {
 		w.WriteString(" [message truncated: ")
-		var n [20]byte
-		w.Write(strconv.AppendInt(n[:0], int64(len(msg))+dropped, 10))
+		w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(len(msg))+dropped, 10))
 		w.WriteString(" bytes]")
 	}
 	_, err := w.WriteString("\r\n")
