@@ -73,6 +73,13 @@
 //
 // # Memory and processes
 //
+// Copy flushes what it wrote when reading on would wait: a line after a
+// quiet spell (a follow caught up) goes out at once; while journalctl's
+// output keeps coming (a backlog), lines wait for the next entry up to
+// flushEvery (1 ms) after the last flush. A flush per 4 KiB that
+// journalctl writes to the pipe cost the daemon and its client more than
+// the lines themselves.
+//
 // A stream holds a 64 KiB read buffer, a 32 KiB write buffer, and one
 // entry's message of at most 1 MiB (longer ones are cut, with a marker);
 // a slow client blocks Copy, the pipe fills and journalctl waits: back

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"errors"
+	"time"
 
 	"kvmd/journal/export"
 )
@@ -27,6 +28,11 @@ type entry struct {
 	unit    field // _SYSTEMD_UNIT (its first value when there are several)
 	message field // MESSAGE (its first value when there are several), raw bytes
 	ts      field // __REALTIME_TIMESTAMP as printed
+
+	// The last second writeLine formatted (see entry.stamp).
+	stampLoc  *time.Location
+	stampSec  int64
+	stampText []byte
 }
 
 // field is one value, capped at max bytes.

@@ -252,3 +252,28 @@ func (c *cycle) Read(p []byte) (int, error) {
 	c.off = (c.off + n) % len(c.data)
 	return n, nil
 }
+
+// TestStampReused: the kept text of the last second is not shown for
+// another second or zone.
+func TestStampReused(t *testing.T) {
+	var e entry
+	e.unit.b, e.unit.set = []byte("u"), true
+	zone := time.FixedZone("X", 3600)
+	var got []string
+	for _, c := range []struct {
+		usec int64
+		loc  *time.Location
+	}{
+		{1714564800000000, time.UTC}, {1714564800999999, time.UTC}, {1714564801000000, time.UTC},
+		{1714564801000000, zone}, {1714564800000000, zone},
+	} {
+		e.usec = c.usec
+		var b bytes.Buffer
+		writeLine(&b, &e, c.loc)
+		got = append(got, b.String()[1:20])
+	}
+	want := "2024-05-01 12:00:00,2024-05-01 12:00:00,2024-05-01 12:00:01,2024-05-01 13:00:01,2024-05-01 13:00:00"
+	if strings.Join(got, ",") != want {
+		t.Errorf("got %q, want %s", got, want)
+	}
+}

@@ -29,7 +29,7 @@ type lineWriter interface {
 // message cut at maxMessage ends with a marker giving its full size.
 func writeLine(w lineWriter, e *entry, loc *time.Location) error {
 	b := append(w.AvailableBuffer(), '[')
-	b = time.UnixMicro(e.usec).In(loc).AppendFormat(b, "2006-01-02 15:04:05")
+	b = append(b, e.stamp(loc)...)
 	b = append(b, ' ')
 	w.Write(b)
 	writeSafe(w, e.unit.b)
@@ -55,6 +55,18 @@ func writeLine(w lineWriter, e *entry, loc *time.Location) error {
 	return err
 }
 
+// stamp returns e's time in loc as the line shows it. Entries come many
+// to a second: the last second's text is kept, and made again only when
+// the second (or the zone) changes.
+func (e *entry) stamp(loc *time.Location) []byte {
+	sec := e.usec / 1e6 // the timestamp is not negative
+	if loc != e.stampLoc || sec != e.stampSec || len(e.stampText) == 0 {
+		e.stampText = time.Unix(sec, 0).In(loc).AppendFormat(e.stampText[:0], "2006-01-02 15:04:05")
+		e.stampLoc, e.stampSec = loc, sec
+	}
+	return e.stampText
+}
+
 // lastRuneStart returns the index where the last (possibly partial) UTF-8
 // sequence of b starts.
 func lastRuneStart(b []byte) int {
@@ -65,6 +77,16 @@ func lastRuneStart(b []byte) int {
 	}
 	return len(b)
 }
+
+// plain are the bytes writeSafe copies as they are without a look at
+// the bytes after: printable ASCII, tab and newline.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	t['\t'], t['\n'] = true, true
+	return t
+}()
 
 // writeSafe writes b, escaping what writeLine says it escapes.
 func writeSafe(w lineWriter, b []byte) {
@@ -80,11 +102,11 @@ func writeSafe(w lineWriter, b []byte) {
 	start := 0
 	for i := 0; i < len(b); {
 		c := b[i]
+		if plain[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if (c >= 0x20 && c != 0x7f) || c == '\t' || c == '\n' {
-				i++
-				continue
-			}
 			w.Write(b[start:i])
 			esc(b[i : i+1])
 			i++

@@ -329,6 +329,8 @@ func (r *Reader) start(ctx context.Context, bin string, args []string, follow bo
 		br:     br,
 		rd:     export.NewReader(br),
 		stderr: stderr,
+
+		flushEvery: flushEvery,
 	}, nil
 }
 

@@ -464,6 +464,90 @@ type errWriter struct{ err error }
 
 func (w errWriter) Write([]byte) (int, error) { return 0, w.err }
 
+// flushLog records what Copy had written at each flush, and when.
+type flushLog struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	flushes []string
+	at      []time.Time
+}
+
+func (f *flushLog) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.b.Write(p)
+}
+
+func (f *flushLog) Flush() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flushes = append(f.flushes, f.b.String())
+	f.at = append(f.at, time.Now())
+	return nil
+}
+
+func (f *flushLog) get() ([]string, []time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.flushes...), append([]time.Time(nil), f.at...)
+}
+
+// TestFlushBatches: lines that come within flushEvery of the last flush
+// go out together; a line after a quiet spell goes out at once.
+func TestFlushBatches(t *testing.T) {
+	entry := func(msg string) string {
+		return "__REALTIME_TIMESTAMP=1714564800000000\\n_SYSTEMD_UNIT=kvmd.service\\nMESSAGE=" + msg + "\\n\\n"
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "journalctl")
+	marker := filepath.Join(dir, "c")
+	script := "#!/bin/sh\nprintf '" + entry("a") + "'\nsleep 0.05\nprintf '" + entry("b") + "'\nsleep 1.5\n" +
+		"touch " + marker + "\nprintf '" + entry("c") + "'\nexec sleep 1000\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := New(Config{Dir: dir, Journalctl: bin, Location: time.UTC}).Open(ctx, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const every = 500 * time.Millisecond
+	s.flushEvery = every
+	out := &flushLog{}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := s.Copy(out, CopyOptions{Flush: out.Flush})
+		done <- err
+	}()
+	line := func(msg string) string { return "[2024-05-01 12:00:00 kvmd.service] --- " + msg + "\r\n" }
+	for {
+		if flushes, _ := out.get(); len(flushes) >= 3 || time.Since(start) > 10*time.Second {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	flushes, at := out.get()
+	want := []string{"", line("a") + line("b"), line("a") + line("b") + line("c")}
+	if len(flushes) < 3 || strings.Join(flushes[:3], "|") != strings.Join(want, "|") {
+		t.Fatalf("flushed %q, want %q", flushes, want)
+	}
+	if d := at[1].Sub(at[0]); d < every-50*time.Millisecond {
+		t.Errorf("a and b flushed %v after the headers, want about %v", d, every)
+	}
+	fi, err := os.Stat(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := at[2].Sub(fi.ModTime()); d > 200*time.Millisecond {
+		t.Errorf("c, after a quiet spell, flushed %v after it was printed", d)
+	}
+}
+
 // TestWriteTimeout: a client that stops reading is dropped after
 // WriteTimeout, when Copy can set deadlines.
 func TestWriteTimeout(t *testing.T) {
