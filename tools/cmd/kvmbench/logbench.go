@@ -27,7 +27,7 @@ type logResult struct {
 
 // Targets of the log rows.
 const (
-	targetSeekRatio     = 1.5
+	targetSeekRatio     = 1.05
 	targetFollowLatency = 50 * time.Millisecond
 )
 
