@@ -306,7 +306,6 @@ func (r *Reader) start(ctx context.Context, bin string, args []string, follow bo
 	if err != nil {
 		return nil, err
 	}
-	growPipe(pw) // see pipeSize
 	cmd := exec.Command(bin, args...)
 	// English messages: Open recognises two of them (see open).
 	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8", "SYSTEMD_PAGER=")
