@@ -5,6 +5,11 @@
 // runtime's and the process's metrics from client_golang's standard
 // collectors.
 //
+// PiKVM's families (pikvm_*, as PiKVM's kvmd 4.197 writes them) can be
+// written beside kvmd's or instead of them (Config.Names), from the same
+// readings, so that dashboards and alert rules made for PiKVM keep
+// working.
+//
 // kvmd's families come from one collector that turns the values of its
 // sources into constant metrics at each scrape: nothing is kept between
 // scrapes, and the counters live where they are counted (package auth,
@@ -41,6 +46,10 @@ type Config struct {
 	// Runtime adds the Go runtime's (go_*) and the process's (process_*)
 	// metrics.
 	Runtime bool
+	// Names chooses kvmd's families, PiKVM's or both; the zero value is
+	// kvmd's only. PiKVM's are the machine's state only: they need
+	// Hardware.
+	Names Names
 }
 
 // Exporter writes the exposition. Create it with New.
@@ -52,7 +61,12 @@ type Exporter struct {
 // client_golang's global one).
 func New(cfg Config) *Exporter {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(cfg))
+	if cfg.Names.KVMD || !cfg.Names.PiKVM {
+		reg.MustRegister(newCollector(cfg))
+	}
+	if cfg.Names.PiKVM && cfg.Hardware != nil {
+		reg.MustRegister(&pikvmCollector{hardware: cfg.Hardware})
+	}
 	if cfg.Runtime {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

@@ -84,7 +84,7 @@ func TestGolden(t *testing.T) {
 		t.Run(board, func(t *testing.T) {
 			src := boardSource(t, board)
 			e := New(Config{
-				Version: "v1.2.3", Hardware: src.Hardware, AuthCounts: fixedCounts,
+				Version: "v1.2.3", Hardware: src.Hardware, AuthCounts: fixedCounts, Names: Names{KVMD: true, PiKVM: true},
 				Sessions: func() int { return 2 }, LogFollowers: func() int { return 1 },
 			})
 			var b bytes.Buffer
@@ -261,9 +261,30 @@ func promtoolCheck(t *testing.T, out []byte) {
 	}
 	cmd := exec.Command(bin, "check", "metrics")
 	cmd.Stdin = bytes.NewReader(out)
-	if msg, err := cmd.CombinedOutput(); err != nil || len(msg) > 0 {
+	msg, err := cmd.CombinedOutput()
+	// Exit status 3 is lint problems only (1 is a parse error): those of
+	// PiKVM's names, which are not ours to change, are let through.
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 3 {
+		rest := ""
+		for line := range strings.Lines(string(msg)) {
+			if !pikvmLint[strings.TrimSpace(line)] {
+				rest += line
+			}
+		}
+		if rest == "" {
+			return
+		}
+	}
+	if err != nil || len(msg) > 0 {
 		t.Errorf("promtool check metrics: %v\n%s", err, msg)
 	}
+}
+
+// pikvmLint are promtool's complaints about PiKVM's names (kvmd 4.197's
+// export.py makes them from /api/info's keys): the only ones allowed.
+var pikvmLint = map[string]bool{
+	`pikvm_hw_mem_total non-counter metrics should not have "_total" suffix`: true,
 }
 
 // lineDiff marks the lines of want missing from got (-) and those of got
