@@ -16,6 +16,7 @@ import (
 
 	"kvmd/auth"
 	"kvmd/httpd"
+	"kvmd/metrics"
 )
 
 // Config is the configuration of kvmd serve. Every field is a flag and a
@@ -37,6 +38,7 @@ type Config struct {
 	LogUnits        []string      `yaml:"log-units"`
 	LogFollowers    int           `yaml:"log-followers"`
 	MetricsAuth     bool          `yaml:"metrics-auth"`
+	MetricsNames    []string      `yaml:"metrics-names"`
 	Demo            bool          `yaml:"demo"`
 
 	// Reverse proxies and connection caps.
@@ -78,6 +80,7 @@ func defaultConfig() Config {
 		LogUnits:        []string{"kvmd.service", "kvmd-*.service"},
 		LogFollowers:    20,
 		MetricsAuth:     true,
+		MetricsNames:    []string{"kvmd", "pikvm"},
 		MaxConnections:  httpd.DefaultMaxConns,
 		// Set apart from the other defaults: gofmt aligns a block.
 		MaxConnectionsPerAddress: httpd.DefaultMaxConnsPerAddr,
@@ -138,6 +141,7 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.Var(&listFlag{list: &cfg.LogUnits}, "log-unit", "systemd unit `pattern` whose entries /api/log shows (repeatable; default kvmd.service and kvmd-*.service)")
 	fs.IntVar(&cfg.LogFollowers, "log-followers", cfg.LogFollowers, "most /api/log?follow=1 streams at once (beyond: 503)")
 	fs.BoolVar(&cfg.MetricsAuth, "metrics-auth", cfg.MetricsAuth, "require authentication for /api/export/prometheus/metrics (false: open to anyone who can connect)")
+	fs.Var(&listFlag{list: &cfg.MetricsNames}, "metrics-names", "metric `names` of /api/export/prometheus/metrics: kvmd (kvmd_*), pikvm (PiKVM's pikvm_*), or both (repeatable or comma-separated)")
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode, in demo builds only (make run): throwaway users file with a generated password, printed at start, a bundled board with fake GPIO pins and capture device")
 	fs.Var(&listFlag{list: &cfg.TrustedProxy}, "trusted-proxy", "`network` (CIDR, or one address) of a reverse proxy whose X-Real-IP, X-Forwarded-For or Forwarded is believed over TCP (repeatable; the unix socket always is)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most connections open at once; beyond, the oldest idle or slow one is closed, or the new one if all are busy")
@@ -216,6 +220,9 @@ func (c *Config) check() error {
 	}
 	if _, err := c.trustedProxies(); err != nil {
 		return err
+	}
+	if _, err := metrics.ParseNames(c.MetricsNames); err != nil {
+		return fmt.Errorf("--metrics-names: %w", err)
 	}
 	if c.MaxConnections < 1 {
 		return errors.New("--max-connections must be at least 1")

@@ -99,7 +99,7 @@ func promQuery(ctx context.Context, addr, query string) ([]string, error) {
 
 // TestPrometheusEndToEnd has a real Prometheus server scrape the real
 // daemon in demo mode and reads the demo board's values back through
-// Prometheus's query API. It takes about 6 s: Prometheus 2.42's scrape
+// Prometheus's query API, under kvmd's names and PiKVM's. It takes about 6 s: Prometheus 2.42's scrape
 // manager applies new targets on a fixed 5 s tick, so the first scrape
 // comes 5 to 6 s after its start.
 func TestPrometheusEndToEnd(t *testing.T) {
@@ -121,6 +121,12 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		{`kvmd_hdmi_height_pixels`, "1080"},
 		{`kvmd_auth_attempts_total{method="basic",result="ok"} > 0`, ""}, // any value
 		{`go_goroutines > 0`, ""},
+		// PiKVM's names, beside kvmd's by default.
+		{`pikvm_hw_temp_cpu{job="kvmd"}`, "62.322"},
+		{`pikvm_hw_mem_total`, "3976179712"},
+		{`pikvm_hw_throttling_undervoltage_now`, "0"},
+		{`pikvm_atx_power`, "1"},
+		{`pikvm_gpio_input_state_atx_power_led`, "1"},
 	} {
 		var last []string
 		var err error
@@ -189,6 +195,34 @@ func TestMetricsServe(t *testing.T) {
 			t.Errorf("%v: /api/auth/check without credentials %d, want 401", args, resp.StatusCode)
 		}
 		d.stop(t)
+	}
+
+	// --metrics-names and its config key turn either set off; a name
+	// that is not one stops the daemon at start.
+	os.WriteFile(cfg, []byte("metrics-auth: false\naccess-log: false\nmetrics-names: [pikvm]\n"), 0o600)
+	for _, tc := range []struct {
+		args        []string
+		kvmd, pikvm bool
+	}{
+		{[]string{"--metrics-names=kvmd"}, true, false},
+		{[]string{"--metrics-names", "pikvm"}, false, true},
+		{[]string{"--config", cfg}, false, true},
+		{[]string{"--config", cfg, "--metrics-names=kvmd,pikvm"}, true, true},
+	} {
+		d := startDaemon(t, nil, nil, append([]string{"serve", "--users", users, "--listen", addr, "--metrics-auth=false"}, tc.args...)...)
+		d.stderr.wait(t, `kvmd listening`)
+		got := metricsGet(t, addr, "", "")
+		if k := strings.Contains(got.body, "\nkvmd_cpu_usage_percent "); k != tc.kvmd {
+			t.Errorf("%v: kvmd's names %v, want %v", tc.args, k, tc.kvmd)
+		}
+		if p := strings.Contains(got.body, "\npikvm_hw_cpu_percent "); p != tc.pikvm {
+			t.Errorf("%v: PiKVM's names %v, want %v", tc.args, p, tc.pikvm)
+		}
+		d.stop(t)
+	}
+	if _, stderr, err := runKvmd(t, "", "serve", "--users", users, "--listen", addr, "--metrics-names=prometheus"); err == nil ||
+		!strings.Contains(stderr, "metrics-names") {
+		t.Errorf("--metrics-names=prometheus: %v, want a refusal naming the flag:\n%s", err, stderr)
 	}
 
 	t.Run("log followers", func(t *testing.T) {

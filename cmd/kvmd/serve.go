@@ -82,6 +82,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	jr := journal.New(journal.Config{Dir: cfg.JournalDir, Units: cfg.LogUnits, MaxFollowers: cfg.LogFollowers})
+	names, err := metrics.ParseNames(cfg.MetricsNames)
+	if err != nil {
+		return fmt.Errorf("--metrics-names: %w", err)
+	}
 	hcfg := httpd.Config{
 		Auth:      a,
 		Info:      src,
@@ -91,7 +95,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		UI:        web.FS(),
 		Metrics: metrics.New(metrics.Config{
 			Version: version, Hardware: src.Hardware, AuthCounts: a.Counts,
-			Sessions: a.ActiveSessions, LogFollowers: jr.Followers, Runtime: true,
+			Sessions: a.ActiveSessions, LogFollowers: jr.Followers, Runtime: true, Names: names,
 		}),
 		MetricsOpen:     !cfg.MetricsAuth,
 		TrustedProxies:  proxies,
