@@ -33,7 +33,7 @@ FUZZ_TARGETS := \
 	FuzzBindName:./auth/ldapauth/ \
 	FuzzParseResponse:./auth/radiusauth/
 
-.PHONY: all build demo deps deps-demo run test unit race smoke fuzz lint bench cross deb buildroot-check clean
+.PHONY: all build demo deps deps-demo run test unit race smoke fuzz rules lint bench cross deb buildroot-check clean
 all: build
 
 build:
@@ -60,8 +60,9 @@ run: deps-demo build demo
 demo:
 	$(BUILD) -tags demo -o bin/kvmd-demo ./cmd/kvmd
 
-## test: lint, unit and integration tests, race detector, ARM builds under qemu, short fuzzing.
-test: deps lint unit race smoke fuzz
+## test: lint, unit and integration tests, race detector, ARM builds under qemu, short fuzzing,
+## the alert rules' unit tests.
+test: deps lint unit race smoke fuzz rules
 
 # Tests that need a tool make deps installs (journal files, qemu-user, Chromium, slapd...) fail,
 # not skip, when it is missing: internal/testutil.Required.
@@ -90,6 +91,15 @@ fuzz:
 		echo "fuzz $$name ($(FUZZTIME))"; \
 		(cd $$pkg && $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) .); \
 	done
+
+## rules: the Prometheus alert rules shipped for fleets (prometheus/kvmd.rules.yml, installed
+## as /usr/share/kvmd/prometheus/kvmd.rules.yml), checked and unit-tested by promtool (Debian
+## package prometheus, from make deps): every alert firing and not firing
+## (prometheus/kvmd.rules.test.yml). metrics/rules_test.go checks their names against the
+## daemon's golden expositions.
+rules: deps
+	promtool check rules prometheus/kvmd.rules.yml
+	cd prometheus && promtool test rules kvmd.rules.test.yml
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

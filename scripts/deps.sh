@@ -22,7 +22,8 @@
 # the web UI's browser tests (tools/webtest). prometheus scrapes
 # the daemon's metrics in cmd/kvmd/metrics_e2e_test.go; the test runs its own
 # server, so the package's service is neither started (policy-rc.d below)
-# nor enabled.
+# nor enabled. Its promtool lints the exposition (metrics/) and tests the
+# shipped alert rules (make rules).
 set -eu
 mode=${1:-all}
 need=""
@@ -51,7 +52,7 @@ if [ "$mode" != install ]; then
 		command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || need="$need fdisk"
 		command -v shellcheck >/dev/null 2>&1 || need="$need shellcheck"
 		command -v chromium >/dev/null 2>&1 || need="$need chromium"
-		command -v prometheus >/dev/null 2>&1 || need="$need prometheus"
+		{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need="$need prometheus"
 		# OpenLDAP's server and tools, and FreeRADIUS, for the external
 		# authentication tests (each runs its own server on loopback).
 		[ -x /usr/sbin/slapd ] || need="$need slapd"
