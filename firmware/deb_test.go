@@ -57,6 +57,15 @@ var debFiles = map[string]string{
 	"./usr/share/man/":                                "drwxr-xr-x",
 	"./usr/share/man/man8/":                           "drwxr-xr-x",
 	"./usr/share/man/man8/kvmd.8.gz":                  "-rw-r--r--",
+	// For fleets (issue 15): the alert rules, and the journal-upload
+	// configuration (a conffile).
+	"./usr/share/kvmd/":                          "drwxr-xr-x",
+	"./usr/share/kvmd/prometheus/":               "drwxr-xr-x",
+	"./usr/share/kvmd/prometheus/kvmd.rules.yml": "-rw-r--r--",
+	"./etc/":                               "drwxr-xr-x",
+	"./etc/systemd/":                       "drwxr-xr-x",
+	"./etc/systemd/journal-upload.conf.d/": "drwxr-xr-x",
+	"./etc/systemd/journal-upload.conf.d/kvmd.conf": "-rw-r--r--",
 }
 
 // debTools skips t without dpkg-deb, dpkg and lintian, or fails it when
@@ -176,6 +185,7 @@ func checkDeb(t *testing.T, da debArch, deb, binary string) {
 		"Architecture": da.arch,
 		"Maintainer":   debMaintainer,
 		"Depends":      "systemd",
+		"Suggests":     "systemd-journal-remote",
 		"Section":      "admin",
 		"Priority":     "optional",
 	}
@@ -189,10 +199,15 @@ func checkDeb(t *testing.T, da debArch, deb, binary string) {
 		t.Errorf("Description: want a synopsis and a long description, got %q", desc)
 	}
 	info := run(t, "dpkg-deb", "--info", deb)
-	for _, s := range []string{"postinst", "prerm", "postrm", "md5sums"} {
+	for _, s := range []string{"postinst", "prerm", "postrm", "md5sums", "conffiles"} {
 		if !strings.Contains(info, " "+s) {
 			t.Errorf("dpkg-deb --info lists no %s:\n%s", s, info)
 		}
+	}
+	// Every file in /etc is a conffile, so an operator's URL survives an
+	// upgrade.
+	if got := run(t, "dpkg-deb", "--info", deb, "conffiles"); got != "/etc/systemd/journal-upload.conf.d/kvmd.conf\n" {
+		t.Errorf("conffiles: %q, want the journal-upload configuration", got)
 	}
 
 	// dpkg -c: exactly debFiles, each root/root with its mode, and the

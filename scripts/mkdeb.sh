@@ -3,8 +3,9 @@
 # the package for Raspberry Pi OS (and Debian) machines that run kvmd
 # without the full image: BINARY (the `make cross` build for ARCH: arm64,
 # armhf = GOARM=7, or amd64) as /usr/bin/kvmd, the units and sysusers.d
-# file from systemd/, the manual page man/kvmd.8, and the maintainer scripts
-# from scripts/deb/.
+# file from systemd/, the manual page man/kvmd.8, the fleet files (alert
+# rules from prometheus/, the journal-upload configuration from systemd/),
+# and the maintainer scripts from scripts/deb/.
 #
 # Reproducible: every file root:root (--root-owner-group), 0755 or 0644,
 # with the mtime SOURCE_DATE_EPOCH (default: the commit date of HEAD),
@@ -55,6 +56,11 @@ for u in kvmd.service kvmd.socket kvmd-firstboot.service; do
 	put 0644 "$top/systemd/$u" "usr/lib/systemd/system/$u"
 done
 put 0644 "$top/systemd/sysusers.d/kvmd.conf" usr/lib/sysusers.d/kvmd.conf
+# For fleets: the alert rules for a central Prometheus, and the
+# configuration of systemd-journal-upload (package systemd-journal-remote;
+# off until an operator sets its URL and enables the service).
+put 0644 "$top/prometheus/kvmd.rules.yml" usr/share/kvmd/prometheus/kvmd.rules.yml
+put 0644 "$top/systemd/journal-upload.conf.d/kvmd.conf" etc/systemd/journal-upload.conf.d/kvmd.conf
 put 0644 "$top/scripts/deb/lintian-overrides" usr/share/lintian/overrides/kvmd
 # gzip -9 as Debian policy asks; -n keeps the name and time out of the
 # header, so the bytes depend on the page alone.
@@ -103,6 +109,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $size
 Depends: systemd
+Suggests: systemd-journal-remote
 Section: admin
 Priority: optional
 Description: KVM-over-IP HTTP API daemon for Raspberry Pi
@@ -127,6 +134,9 @@ NOTE
 fi
 (cd "$root" && find usr -type f | LC_ALL=C sort | xargs md5sum) >"$root/DEBIAN/md5sums"
 chmod 0644 "$root/DEBIAN/md5sums"
+# Files in /etc are conffiles: an operator's changes survive upgrades.
+(cd "$root" && find etc -type f | LC_ALL=C sort | sed 's|^|/|') >"$root/DEBIAN/conffiles"
+chmod 0644 "$root/DEBIAN/conffiles"
 for s in postinst prerm postrm; do
 	put 0755 "$top/scripts/deb/$s" "DEBIAN/$s"
 done
