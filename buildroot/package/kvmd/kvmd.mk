@@ -47,4 +47,16 @@ define KVMD_INSTALL_INIT_SYSTEMD
 		$(TARGET_DIR)/usr/lib/systemd/system-preset/80-kvmd.preset
 endef
 
+# For fleets: the alert rules for a central Prometheus, and the
+# configuration of systemd-journal-upload (BR2_PACKAGE_SYSTEMD_JOURNAL_REMOTE
+# in the defconfigs; off, as 80-kvmd.preset leaves the service disabled,
+# until an operator sets its URL and enables it).
+KVMD_POST_INSTALL_TARGET_HOOKS += KVMD_INSTALL_FLEET_FILES
+define KVMD_INSTALL_FLEET_FILES
+	$(INSTALL) -D -m 0644 $(@D)/prometheus/kvmd.rules.yml \
+		$(TARGET_DIR)/usr/share/kvmd/prometheus/kvmd.rules.yml
+	$(INSTALL) -D -m 0644 $(@D)/systemd/journal-upload.conf.d/kvmd.conf \
+		$(TARGET_DIR)/etc/systemd/journal-upload.conf.d/kvmd.conf
+endef
+
 $(eval $(golang-package))
