@@ -314,22 +314,25 @@ func BenchmarkWriteMetrics(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, ttl := range []time.Duration{time.Hour, time.Nanosecond} {
-		src := info.New(info.Config{FS: hw.New(root), V4L2: &v4l2test.Fake{}, TTL: ttl})
-		e := New(Config{Version: "x", Hardware: src.Hardware, AuthCounts: fixedCounts,
-			Sessions: func() int { return 0 }, LogFollowers: func() int { return 0 }, Runtime: true})
-		name := "cached"
-		if ttl < time.Second {
-			name = "read"
-		}
-		b.Run(name, func(b *testing.B) {
-			var buf bytes.Buffer
-			for b.Loop() {
-				buf.Reset()
-				if err := e.WriteMetrics(&buf); err != nil {
-					b.Fatal(err)
-				}
+		for _, names := range []Names{{KVMD: true}, {KVMD: true, PiKVM: true}} {
+			src := info.New(info.Config{FS: hw.New(root), V4L2: &v4l2test.Fake{}, TTL: ttl})
+			e := New(Config{Version: "x", Hardware: src.Hardware, AuthCounts: fixedCounts,
+				Sessions: func() int { return 0 }, LogFollowers: func() int { return 0 }, Runtime: true, Names: names})
+			name := "cached"
+			if ttl < time.Second {
+				name = "read"
 			}
-		})
+			b.Run(name+"/"+strings.ReplaceAll(names.String(), ",", "+"), func(b *testing.B) {
+				var buf bytes.Buffer
+				for b.Loop() {
+					buf.Reset()
+					if err := e.WriteMetrics(&buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(buf.Len()), "bytes/scrape")
+			})
+		}
 	}
 }
 
