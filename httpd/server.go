@@ -51,6 +51,9 @@ type Config struct {
 	// MetricsOpen serves it without authentication.
 	Metrics     MetricsSource
 	MetricsOpen bool
+	// Devices, when set, serves kvmd's device endpoints: /api/ws, /atx,
+	// /gpio, /hid, /msd, /streamer (devices.go).
+	Devices *Devices
 
 	MaxBody           int64         // default 4 KiB
 	ReadHeaderTimeout time.Duration // default 10 s
@@ -115,6 +118,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics != nil {
 		s.handle("GET", "/export/prometheus/metrics", s.metrics, cfg.MetricsOpen)
 	}
+	s.registerDevices()
 	if cfg.UI != nil {
 		ui, err := loadUI(cfg.UI)
 		if err != nil {

@@ -102,6 +102,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		MaxConns:        cfg.MaxConnections,
 		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
 	}
+	if hcfg.Devices, err = startDevices(ctx, src, nil, log); err != nil {
+		return err
+	}
 	if !cfg.MetricsAuth {
 		log.Info("metrics served without authentication (metrics-auth false)")
 	}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"periph.io/x/conn/v3/gpio"
+	"periph.io/x/conn/v3/gpio/gpioreg"
+
+	"kvmd/atx"
+	"kvmd/devices"
+	"kvmd/events"
+	"kvmd/httpd"
+	"kvmd/hw"
+	"kvmd/info"
+)
+
+// devicePoll is how often the GPIO, HID, MSD and streamer states are
+// compared for events; the ATX LEDs are read far more often (atx).
+const devicePoll = 500 * time.Millisecond
+
+// atxPins returns the board's ATX pins from periph's registry, or nil when
+// the board has no known ATX wiring or a pin is not registered (a fixture
+// root: InitGPIO was not called).
+func atxPins(specs []hw.PinSpec, pinsOverride *atx.Pins) *atx.Pins {
+	if pinsOverride != nil {
+		return pinsOverride
+	}
+	var low []bool
+	find := func(name string) (gpio.PinIO, bool) {
+		i := slices.IndexFunc(specs, func(p hw.PinSpec) bool { return p.Name == name })
+		if i < 0 {
+			return nil, false
+		}
+		low = append(low, specs[i].ActiveLow)
+		p := gpioreg.ByName(specs[i].GPIO)
+		return p, p != nil
+	}
+	pl, ok1 := find("atx_power_led")
+	hl, ok2 := find("atx_hdd_led")
+	ps, ok3 := find("atx_power_switch")
+	rs, ok4 := find("atx_reset_switch")
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return nil
+	}
+	return &atx.Pins{PowerLED: pl, HDDLED: hl, PowerLEDActiveLow: low[0], HDDActiveLow: low[1], PowerSwitch: ps, ResetSwitch: rs}
+}
+
+// startDevices builds the device endpoints' sources and starts their
+// watchers, which stop with ctx.
+func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, log *slog.Logger) (*httpd.Devices, error) {
+	hub := &events.Hub{}
+	d := &httpd.Devices{Events: hub, Version: version}
+	ctl, err := atx.New(atx.Config{
+		Pins:     atxPins(src.Profile().Pins, pins),
+		OnChange: func(st atx.State) { hub.Publish("atx", st) },
+		Log:      log.With("component", "atx"),
+	})
+	if err != nil {
+		log.Warn("ATX unavailable", "err", err)
+	} else if ctl.Enabled() {
+		d.ATX = ctl
+		go ctl.Run(ctx)
+	}
+	ds := &devices.Source{Hardware: src.Hardware, Pins: src.Profile().Pins}
+	d.State = ds.State
+	d.Channels = func(name string) bool {
+		return slices.ContainsFunc(ds.Channels(), func(p hw.PinSpec) bool { return p.Name == name })
+	}
+	go ds.Watch(ctx, devicePoll, hub.Publish)
+	return d, nil
+}

@@ -1,0 +1,335 @@
+// Package devices gives the state of kvmd's subsystems that this daemon
+// can read (GPIO channels, HID, MSD, streamer) in the shapes of kvmd's
+// GET /api/gpio, /api/hid, /api/msd, /api/streamer and of the events of
+// the same names on /api/ws, and reports their changes.
+//
+// The shapes follow github.com/pikvm/kvmd (read at f14596e8):
+// kvmd/apps/kvmd/ugpio.py, kvmd/plugins/hid/otg/__init__.py,
+// kvmd/plugins/msd/otg/__init__.py and disabled.py,
+// kvmd/apps/kvmd/streamer/__init__.py. What they carry comes from the
+// hardware as package info reads it: the board's named pins, the USB
+// gadget in configfs, the capture device.
+package devices
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path"
+	"strings"
+	"time"
+
+	"kvmd/hw"
+	"kvmd/info"
+)
+
+// Source builds the states from the machine's hardware.
+type Source struct {
+	// Hardware returns the machine's state (info.Source.Hardware).
+	Hardware func() info.Hardware
+	// Pins are the board's named pins: the ones not of the ATX board are
+	// GPIO channels.
+	Pins []hw.PinSpec
+}
+
+// Channels are the pins shown as GPIO channels: every named pin but the
+// ATX board's, which /api/atx drives.
+func (s *Source) Channels() []hw.PinSpec {
+	var out []hw.PinSpec
+	for _, p := range s.Pins {
+		if !strings.HasPrefix(p.Name, "atx_") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// GPIOState is kvmd's /api/gpio result.
+type GPIOState struct {
+	Model struct {
+		Scheme struct {
+			Inputs  map[string]scheme `json:"inputs"`
+			Outputs map[string]scheme `json:"outputs"`
+		} `json:"scheme"`
+		View struct {
+			Header struct {
+				Title []viewItem `json:"title"`
+			} `json:"header"`
+			Table [][]viewItem `json:"table"`
+		} `json:"view"`
+	} `json:"model"`
+	State struct {
+		Inputs  map[string]inputState `json:"inputs"`
+		Outputs map[string]inputState `json:"outputs"`
+	} `json:"state"`
+}
+
+type scheme struct {
+	HW struct {
+		Driver string `json:"driver"`
+		Pin    string `json:"pin"`
+	} `json:"hw"`
+}
+
+type viewItem struct {
+	Type    string `json:"type"`
+	Text    string `json:"text,omitempty"`
+	Channel string `json:"channel,omitempty"`
+	Color   string `json:"color,omitempty"`
+}
+
+type inputState struct {
+	Online bool `json:"online"`
+	State  bool `json:"state"`
+}
+
+// GPIO returns the channels' model and state. Every channel is an input
+// here: the daemon only watches the board's pins (hw.ReadPins), it never
+// drives one it was not told is safe to drive, so switch and pulse are
+// refused for all of them. A pin that cannot be read is offline.
+func (s *Source) GPIO(h info.Hardware) GPIOState {
+	var g GPIOState
+	g.Model.Scheme.Inputs = map[string]scheme{}
+	g.Model.Scheme.Outputs = map[string]scheme{}
+	g.State.Inputs = map[string]inputState{}
+	g.State.Outputs = map[string]inputState{}
+	g.Model.View.Header.Title = []viewItem{{Type: "label", Text: "GPIO"}}
+	g.Model.View.Table = [][]viewItem{}
+	for _, p := range s.Channels() {
+		var sc scheme
+		sc.HW.Driver = "__gpio__" // kvmd's name for its built-in driver
+		sc.HW.Pin = strings.TrimPrefix(p.GPIO, "GPIO")
+		g.Model.Scheme.Inputs[p.Name] = sc
+		var st inputState
+		if ps, ok := h.GPIO[p.Name]; ok && ps.Level != nil {
+			st = inputState{Online: true, State: *ps.Level}
+		}
+		g.State.Inputs[p.Name] = st
+		g.Model.View.Table = append(g.Model.View.Table, []viewItem{
+			{Type: "input", Channel: p.Name, Color: "green"},
+			{Type: "label", Text: p.Name},
+		})
+	}
+	return g
+}
+
+// HIDState is kvmd's /api/hid result.
+type HIDState struct {
+	Enabled   bool  `json:"enabled"`
+	Online    bool  `json:"online"`
+	Busy      bool  `json:"busy"`
+	Connected *bool `json:"connected"`
+	Keyboard  struct {
+		Online bool `json:"online"`
+		Leds   struct {
+			Caps   bool `json:"caps"`
+			Scroll bool `json:"scroll"`
+			Num    bool `json:"num"`
+		} `json:"leds"`
+		Outputs outputs `json:"outputs"`
+	} `json:"keyboard"`
+	Mouse struct {
+		Online   bool    `json:"online"`
+		Absolute bool    `json:"absolute"`
+		Outputs  outputs `json:"outputs"`
+	} `json:"mouse"`
+	Jiggler struct {
+		Enabled  bool `json:"enabled"`
+		Active   bool `json:"active"`
+		Interval int  `json:"interval"`
+	} `json:"jiggler"`
+}
+
+type outputs struct {
+	Available []string `json:"available"`
+	Active    string   `json:"active"`
+}
+
+// HID reports the gadget's keyboard and mouse functions: enabled when a
+// configuration links one, online when a host configured the gadget.
+// connected is the host's state (kvmd leaves it null on its OTG HID: it
+// cannot tell). Key LEDs come from the host's output reports, which only
+// the process holding /dev/hidg0 sees: false here.
+func (s *Source) HID(h info.Hardware) HIDState {
+	var st HIDState
+	st.Keyboard.Outputs.Available, st.Mouse.Outputs.Available = []string{}, []string{}
+	st.Jiggler.Interval = 60 // kvmd's default jiggler interval
+	u := h.USB
+	if u == nil || u.Gadget == nil {
+		return st
+	}
+	var kbd, mouse bool
+	for _, f := range u.Gadget.Functions {
+		if f.Type == "hid" && f.Enabled {
+			kbd = kbd || f.Kind == "keyboard"
+			mouse = mouse || f.Kind == "mouse"
+		}
+	}
+	st.Enabled = kbd || mouse
+	if !st.Enabled {
+		return st
+	}
+	c := u.Connected
+	st.Connected = &c
+	st.Online = c
+	st.Keyboard.Online = kbd && c
+	st.Mouse.Online = mouse && c
+	// PiKVM's gadget mouse is absolute (usb-hid's report descriptor with
+	// protocol 0); hw names it "mouse" either way.
+	st.Mouse.Absolute = mouse
+	if kbd {
+		st.Keyboard.Outputs = outputs{Available: []string{"usb"}, Active: "usb"}
+	}
+	if mouse {
+		st.Mouse.Outputs = outputs{Available: []string{"usb"}, Active: "usb"}
+	}
+	return st
+}
+
+// MSDState is kvmd's /api/msd result.
+type MSDState struct {
+	Enabled bool      `json:"enabled"`
+	Online  bool      `json:"online"`
+	Busy    bool      `json:"busy"`
+	Storage *struct{} `json:"storage"`
+	Drive   *Drive    `json:"drive"`
+}
+
+// Drive is kvmd's virtual drive.
+type Drive struct {
+	Image     *Image `json:"image"`
+	Connected bool   `json:"connected"`
+	CDROM     bool   `json:"cdrom"`
+	RW        bool   `json:"rw"`
+}
+
+// Image is the inserted image: kvmd's Image without its path.
+type Image struct {
+	Name      string `json:"name"`
+	InStorage bool   `json:"in_storage"`
+}
+
+// MSD reports the gadget's first mass-storage function, as kvmd's OTG MSD
+// does its drive: disabled (kvmd's disabled plugin's shape) without one.
+// storage stays null: this daemon manages no image storage (no uploads).
+func (s *Source) MSD(h info.Hardware) MSDState {
+	u := h.USB
+	if u == nil || u.Gadget == nil {
+		return MSDState{}
+	}
+	for _, f := range u.Gadget.Functions {
+		if f.Type != "mass_storage" {
+			continue
+		}
+		d := &Drive{CDROM: f.Kind == "cdrom", RW: f.ReadOnly != nil && !*f.ReadOnly}
+		if f.Image != nil {
+			d.Image = &Image{Name: path.Base(*f.Image)}
+			d.Connected = f.Enabled && u.Connected
+		}
+		return MSDState{Enabled: true, Online: f.Enabled, Drive: d}
+	}
+	return MSDState{}
+}
+
+// StreamerState is kvmd's /api/streamer result, with what the capture
+// device says in place of ustreamer's own state (no streamer runs here).
+type StreamerState struct {
+	Features struct {
+		Quality    bool `json:"quality"`
+		Resolution bool `json:"resolution"`
+		H264       bool `json:"h264"`
+	} `json:"features"`
+	Limits   struct{}      `json:"limits"`
+	Params   struct{}      `json:"params"`
+	Streamer *streamerInfo `json:"streamer"`
+	Snapshot struct {
+		Saved *struct{} `json:"saved"`
+	} `json:"snapshot"`
+}
+
+type streamerInfo struct {
+	Source struct {
+		Online      bool          `json:"online"`
+		Resolution  hw.Resolution `json:"resolution"`
+		CapturedFPS int           `json:"captured_fps"`
+	} `json:"source"`
+}
+
+// Streamer reports the capture device: null without one; online when a
+// signal is present, with its resolution and refresh rate.
+func (s *Source) Streamer(h info.Hardware) StreamerState {
+	var st StreamerState
+	v := h.Video
+	if v == nil || v.Device == nil {
+		return st
+	}
+	si := &streamerInfo{}
+	si.Source.Online = v.Signal != nil && *v.Signal
+	if v.Resolution != nil {
+		si.Source.Resolution = *v.Resolution
+	}
+	if v.FPS != nil {
+		si.Source.CapturedFPS = int(*v.FPS + 0.5)
+	}
+	st.Streamer = si
+	return st
+}
+
+// Event types, kvmd's names (kvmd/apps/kvmd/server.py).
+const (
+	EventGPIO     = "gpio"
+	EventHID      = "hid"
+	EventMSD      = "msd"
+	EventStreamer = "streamer"
+)
+
+// State returns the state of one event type.
+func (s *Source) State(eventType string) any {
+	h := s.Hardware()
+	switch eventType {
+	case EventGPIO:
+		return s.GPIO(h)
+	case EventHID:
+		return s.HID(h)
+	case EventMSD:
+		return s.MSD(h)
+	case EventStreamer:
+		return s.Streamer(h)
+	}
+	return nil
+}
+
+// Watch reads the states every interval until ctx ends and calls publish
+// with each one that changed.
+func (s *Source) Watch(ctx context.Context, interval time.Duration, publish func(eventType string, state any)) {
+	types := []string{EventGPIO, EventHID, EventMSD, EventStreamer}
+	prev := map[string][]byte{}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		h := s.Hardware()
+		for _, typ := range types {
+			var st any
+			switch typ {
+			case EventGPIO:
+				st = s.GPIO(h)
+			case EventHID:
+				st = s.HID(h)
+			case EventMSD:
+				st = s.MSD(h)
+			case EventStreamer:
+				st = s.Streamer(h)
+			}
+			b, _ := json.Marshal(st)
+			if old, ok := prev[typ]; ok && !bytes.Equal(old, b) {
+				publish(typ, st)
+			}
+			prev[typ] = b
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

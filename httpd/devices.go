@@ -1,0 +1,210 @@
+package httpd
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"kvmd/atx"
+	"kvmd/events"
+)
+
+// Devices serves kvmd's device endpoints: /api/ws, /api/atx, /api/gpio,
+// /api/hid, /api/msd, /api/streamer. Paths, result shapes, error names and
+// statuses follow github.com/pikvm/kvmd (read at f14596e8):
+// kvmd/apps/kvmd/api/{atx,ugpio,hid,msd,streamer}.py, and
+// kvmd/htserver.py for the statuses (an IsBusyError is 409, any other
+// operation error 400).
+type Devices struct {
+	// Events carries the state changes to the WebSocket clients.
+	Events *events.Hub
+	// ATX is the ATX board; nil answers as kvmd's disabled ATX.
+	ATX ATX
+	// State gives the other subsystems' states by event type ("gpio",
+	// "hid", "msd", "streamer").
+	State func(eventType string) any
+	// Channels says whether a GPIO channel exists, for /api/gpio/switch
+	// and /pulse: every channel here is read-only.
+	Channels func(name string) bool
+	// Version is the daemon's version for the "loop" event's major and
+	// minor numbers.
+	Version string
+}
+
+// ATX is the ATX board (package atx implements it).
+type ATX interface {
+	State() atx.State
+	Power(ctx context.Context, action string, wait bool) error
+	Click(ctx context.Context, button string, wait bool) error
+}
+
+// wsEventTypes are the subsystems a new WebSocket client hears the state
+// of, in the order kvmd's server triggers them (kvmd/apps/kvmd/server.py:
+// GPIO, HID, ATX, MSD, Streamer).
+var wsEventTypes = []string{"gpio", "hid", "atx", "msd", "streamer"}
+
+// registerDevices registers every device route. Roles (when they come):
+// the GETs and /ws need a viewer, the POSTs an operator.
+func (s *Server) registerDevices() {
+	d := s.cfg.Devices
+	if d == nil {
+		return
+	}
+	if d.Events == nil {
+		d.Events = &events.Hub{}
+	}
+	s.Handle("GET", "/ws", s.ws)
+	s.Handle("GET", "/atx", s.atxState)
+	s.Handle("POST", "/atx/power", s.atxPower)
+	s.Handle("POST", "/atx/click", s.atxClick)
+	s.Handle("GET", "/gpio", s.deviceState("gpio"))
+	s.Handle("POST", "/gpio/switch", s.gpioAction("switch"))
+	s.Handle("POST", "/gpio/pulse", s.gpioAction("pulse"))
+	s.Handle("GET", "/hid", s.deviceState("hid"))
+	s.Handle("GET", "/msd", s.deviceState("msd"))
+	s.Handle("GET", "/streamer", s.deviceState("streamer"))
+	msdOps := []struct{ method, path string }{
+		{"POST", "/msd/set_params"}, {"POST", "/msd/set_connected"}, {"POST", "/msd/write"},
+		{"POST", "/msd/write_remote"}, {"POST", "/msd/remove"}, {"POST", "/msd/reset"}, {"GET", "/msd/read"},
+	}
+	for _, op := range msdOps {
+		s.Handle(op.method, op.path, notImplemented("MsdOperationError", http.StatusBadRequest,
+			"This daemon reads the mass-storage drive's state but does not manage images or the drive (no upload, download, connect or reset)"))
+	}
+	for _, op := range []struct{ method, path string }{
+		{"GET", "/streamer/snapshot"}, {"DELETE", "/streamer/snapshot"}, {"GET", "/streamer/ocr"},
+		{"POST", "/streamer/set_params"}, {"POST", "/streamer/reset"},
+	} {
+		s.Handle(op.method, op.path, notImplemented("UnavailableError", http.StatusServiceUnavailable,
+			"No streamer runs under this daemon: snapshots, OCR and stream parameters are not available"))
+	}
+}
+
+func notImplemented(name string, status int, msg string) HandlerFunc {
+	return func(http.ResponseWriter, *http.Request) error {
+		return &Error{Status: status, Name: name, Msg: msg}
+	}
+}
+
+func (s *Server) deviceState(eventType string) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		return WriteJSON(w, s.cfg.Devices.State(eventType))
+	}
+}
+
+func (s *Server) atxCurrent() atx.State {
+	if a := s.cfg.Devices.ATX; a != nil {
+		return a.State()
+	}
+	return atx.State{} // kvmd's disabled ATX: everything false
+}
+
+func (s *Server) atxState(w http.ResponseWriter, r *http.Request) error {
+	return WriteJSON(w, s.atxCurrent())
+}
+
+// atxError maps the ATX's errors to kvmd's answers.
+func atxError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, atx.ErrBusy):
+		return &Error{Status: http.StatusConflict, Name: "AtxIsBusyError", Msg: err.Error()}
+	case errors.Is(err, atx.ErrDisabled):
+		return &Error{Status: http.StatusBadRequest, Name: "AtxDisabledError", Msg: err.Error()}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// wait=1 and the client went away: the click goes on.
+		return err
+	}
+	return &Error{Status: http.StatusBadRequest, Name: "AtxOperationError", Msg: "The ATX operation failed", Err: err}
+}
+
+// oneOf reads a required query parameter that must be one of values.
+func oneOf(r *http.Request, name string, values ...string) (string, error) {
+	v := strings.ToLower(strings.TrimSpace(r.URL.Query().Get(name)))
+	for _, ok := range values {
+		if v == ok {
+			return v, nil
+		}
+	}
+	return "", BadParam(name, "not one of "+strings.Join(values, ", "))
+}
+
+func (s *Server) atxPower(w http.ResponseWriter, r *http.Request) error {
+	action, err := oneOf(r, "action", atx.ActionOn, atx.ActionOff, atx.ActionOffHard, atx.ActionResetHard)
+	if err != nil {
+		return err
+	}
+	wait, err := queryBool(r, "wait", false)
+	if err != nil {
+		return err
+	}
+	a := s.cfg.Devices.ATX
+	if a == nil {
+		return atxError(atx.ErrDisabled)
+	}
+	if err := atxError(a.Power(r.Context(), action, wait)); err != nil {
+		return err
+	}
+	writeBody(w, http.StatusOK, okEmpty)
+	return nil
+}
+
+func (s *Server) atxClick(w http.ResponseWriter, r *http.Request) error {
+	button, err := oneOf(r, "button", atx.ButtonPower, atx.ButtonPowerLong, atx.ButtonReset)
+	if err != nil {
+		return err
+	}
+	wait, err := queryBool(r, "wait", false)
+	if err != nil {
+		return err
+	}
+	a := s.cfg.Devices.ATX
+	if a == nil {
+		return atxError(atx.ErrDisabled)
+	}
+	if err := atxError(a.Click(r.Context(), button, wait)); err != nil {
+		return err
+	}
+	writeBody(w, http.StatusOK, okEmpty)
+	return nil
+}
+
+// gpioAction answers /api/gpio/switch and /pulse. kvmd validates the
+// parameters first (channel, then state or delay, then wait), then looks
+// the channel up: unknown is GpioChannelNotFoundError; a channel that
+// cannot switch or pulse is GpioSwitchNotSupported or
+// GpioPulseNotSupported, all 400. Every channel here is read-only.
+func (s *Server) gpioAction(op string) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		q := r.URL.Query()
+		ch := strings.TrimSpace(q.Get("channel"))
+		if ch == "" || len(ch) > 255 {
+			return BadParam("channel", "a channel name is required")
+		}
+		if op == "switch" {
+			if _, ok := q["state"]; !ok {
+				return BadParam("state", "not a boolean (1/true/yes or 0/false/no)")
+			}
+			if _, err := queryBool(r, "state", false); err != nil {
+				return err
+			}
+		} else if v := q.Get("delay"); v != "" {
+			if f, err := strconv.ParseFloat(v, 64); err != nil || f < 0 {
+				return BadParam("delay", "not a number of seconds >= 0")
+			}
+		}
+		if _, err := queryBool(r, "wait", false); err != nil {
+			return err
+		}
+		if s.cfg.Devices.Channels == nil || !s.cfg.Devices.Channels(ch) {
+			return &Error{Status: http.StatusBadRequest, Name: "GpioChannelNotFoundError", Msg: "GPIO channel is not found"}
+		}
+		if op == "switch" {
+			return &Error{Status: http.StatusBadRequest, Name: "GpioSwitchNotSupported", Msg: "This GPIO channel does not support switching: it is read-only here"}
+		}
+		return &Error{Status: http.StatusBadRequest, Name: "GpioPulseNotSupported", Msg: "This GPIO channel does not support pulsing: it is read-only here"}
+	}
+}
