@@ -55,6 +55,8 @@ type envOpts struct {
 	metrics, metricsOpen bool
 	// external, when set, checks every user but its local ones.
 	external *auth.External
+	// devices serves the device endpoints (ws_test.go).
+	devices *Devices
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -139,6 +141,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
 		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),
+		Devices: o.devices,
 	}
 	if o.metrics {
 		cfg.Metrics = metrics.New(metrics.Config{Version: "test", AuthCounts: e.a.Counts, Sessions: e.a.ActiveSessions})

@@ -54,7 +54,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	defer d.Events.Unsubscribe(sub)
 
 	send := func(b []byte, typ websocket.MessageType) error {
-		wctx, wcancel := context.WithTimeout(ctx, wsWriteTimeout)
+		wctx, wcancel := context.WithTimeout(context.Background(), wsWriteTimeout)
 		defer wcancel()
 		return c.Write(wctx, typ, b)
 	}
@@ -79,11 +79,15 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 
-	// The reader answers pings; it ends with the connection.
+	// The reader answers pings; it ends with the connection. Its context
+	// is not ctx: coder/websocket drops the connection without a close
+	// frame when a Read's context ends, and the client is owed one.
+	rctx, rcancel := context.WithCancel(context.Background())
+	defer rcancel()
 	readErr := make(chan error, 1)
 	go func() {
 		for {
-			typ, msg, err := c.Read(ctx)
+			typ, msg, err := c.Read(rctx)
 			if err != nil {
 				readErr <- err
 				return
