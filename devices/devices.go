@@ -284,8 +284,9 @@ const (
 )
 
 // State returns the state of one event type.
-func (s *Source) State(eventType string) any {
-	h := s.Hardware()
+func (s *Source) State(eventType string) any { return s.state(s.Hardware(), eventType) }
+
+func (s *Source) state(h info.Hardware, eventType string) any {
 	switch eventType {
 	case EventGPIO:
 		return s.GPIO(h)
@@ -309,17 +310,7 @@ func (s *Source) Watch(ctx context.Context, interval time.Duration, publish func
 	for {
 		h := s.Hardware()
 		for _, typ := range types {
-			var st any
-			switch typ {
-			case EventGPIO:
-				st = s.GPIO(h)
-			case EventHID:
-				st = s.HID(h)
-			case EventMSD:
-				st = s.MSD(h)
-			case EventStreamer:
-				st = s.Streamer(h)
-			}
+			st := s.state(h, typ)
 			b, _ := json.Marshal(st)
 			if old, ok := prev[typ]; ok && !bytes.Equal(old, b) {
 				publish(typ, st)

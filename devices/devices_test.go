@@ -1,0 +1,175 @@
+package devices
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"kvmd/hw"
+	"kvmd/info"
+)
+
+func ref[T any](v T) *T { return &v }
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// pikvmUSB is the gadget kvmd-otg makes (hw's gadget tests read it from a
+// configfs tree): keyboard, mouse, CD-ROM with an image.
+func pikvmUSB(state string) *hw.USB {
+	return &hw.USB{
+		UDC: ref("fe980000.usb"), State: ref(state), Connected: state == "configured", Status: hw.USBOK,
+		Gadget: &hw.Gadget{Name: "kvmd", Functions: []hw.Function{
+			{Name: "hid.usb0", Type: "hid", Kind: "keyboard", Enabled: true},
+			{Name: "hid.usb1", Type: "hid", Kind: "mouse", Enabled: true},
+			{Name: "mass_storage.usb0", Type: "mass_storage", Kind: "cdrom",
+				Image: ref("/var/lib/kvmd/msd/images/debian-12.iso"), ReadOnly: ref(true), Enabled: true},
+		}},
+	}
+}
+
+func TestMSD(t *testing.T) {
+	disabled := `{"enabled":false,"online":false,"busy":false,"storage":null,"drive":null}`
+	ejected := pikvmUSB("configured")
+	ejected.Gadget.Functions[2].Image = nil
+	ejected.Gadget.Functions[2].Kind = "disk"
+	ejected.Gadget.Functions[2].ReadOnly = ref(false)
+	for _, tc := range []struct {
+		name string
+		usb  *hw.USB
+		want string
+	}{
+		{"unreadable", nil, disabled},
+		{"no gadget", &hw.USB{Status: hw.USBNoGadget}, disabled},
+		{"no mass storage", &hw.USB{Gadget: &hw.Gadget{Functions: []hw.Function{{Type: "hid", Kind: "keyboard"}}}}, disabled},
+		{"cdrom, host connected", pikvmUSB("configured"),
+			`{"enabled":true,"online":true,"busy":false,"storage":null,"drive":{"image":{"name":"debian-12.iso","in_storage":false},"connected":true,"cdrom":true,"rw":false}}`},
+		{"cdrom, host asleep", pikvmUSB("suspended"),
+			`{"enabled":true,"online":true,"busy":false,"storage":null,"drive":{"image":{"name":"debian-12.iso","in_storage":false},"connected":false,"cdrom":true,"rw":false}}`},
+		{"writable disk, no image", ejected,
+			`{"enabled":true,"online":true,"busy":false,"storage":null,"drive":{"image":null,"connected":false,"cdrom":false,"rw":true}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Source{}
+			if got := jsonOf(t, s.MSD(info.Hardware{USB: tc.usb})); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHID(t *testing.T) {
+	s := &Source{}
+	got := jsonOf(t, s.HID(info.Hardware{USB: pikvmUSB("configured")}))
+	want := `{"enabled":true,"online":true,"busy":false,"connected":true,"keyboard":{"online":true,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":["usb"],"active":"usb"}},"mouse":{"online":true,"absolute":true,"outputs":{"available":["usb"],"active":"usb"}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
+	if got != want {
+		t.Errorf("configured:\ngot  %s\nwant %s", got, want)
+	}
+	got = jsonOf(t, s.HID(info.Hardware{USB: pikvmUSB("not attached")}))
+	want = `{"enabled":true,"online":false,"busy":false,"connected":false,"keyboard":{"online":false,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":["usb"],"active":"usb"}},"mouse":{"online":false,"absolute":true,"outputs":{"available":["usb"],"active":"usb"}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
+	if got != want {
+		t.Errorf("not attached:\ngot  %s\nwant %s", got, want)
+	}
+	got = jsonOf(t, s.HID(info.Hardware{}))
+	want = `{"enabled":false,"online":false,"busy":false,"connected":null,"keyboard":{"online":false,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":false,"absolute":false,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
+	if got != want {
+		t.Errorf("no gadget:\ngot  %s\nwant %s", got, want)
+	}
+}
+
+func TestStreamer(t *testing.T) {
+	s := &Source{}
+	head := `{"features":{"quality":false,"resolution":false,"h264":false},"limits":{},"params":{},"streamer":`
+	tail := `,"snapshot":{"saved":null}}`
+	for _, tc := range []struct {
+		name  string
+		video *hw.Video
+		want  string
+	}{
+		{"no capture device", nil, "null"},
+		{"signal", &hw.Video{Device: ref("/dev/video0"), Signal: ref(true), Resolution: &hw.Resolution{Width: 1920, Height: 1080}, FPS: ref(59.94)},
+			`{"source":{"online":true,"resolution":{"width":1920,"height":1080},"captured_fps":60}}`},
+		{"no signal", &hw.Video{Device: ref("/dev/video0"), Signal: ref(false)},
+			`{"source":{"online":false,"resolution":{"width":0,"height":0},"captured_fps":0}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := jsonOf(t, s.Streamer(info.Hardware{Video: tc.video})); got != head+tc.want+tail {
+				t.Errorf("got  %s\nwant %s", got, head+tc.want+tail)
+			}
+		})
+	}
+}
+
+func TestGPIO(t *testing.T) {
+	s := &Source{Pins: []hw.PinSpec{
+		{Name: "atx_power_led", GPIO: "GPIO24"},
+		{Name: "v4_locator", GPIO: "GPIO12"},
+		{Name: "hid_reset", GPIO: "GPIO25", ActiveLow: true},
+	}}
+	h := info.Hardware{GPIO: map[string]hw.PinState{
+		"atx_power_led": {GPIO: "GPIO24", Direction: ref("in"), Level: ref(true)},
+		"v4_locator":    {GPIO: "GPIO12", Direction: ref("out"), Level: ref(true)},
+		"hid_reset":     {GPIO: "GPIO25", ActiveLow: true},
+	}}
+	got := jsonOf(t, s.GPIO(h))
+	want := `{"model":{"scheme":{"inputs":{"hid_reset":{"hw":{"driver":"__gpio__","pin":"25"}},"v4_locator":{"hw":{"driver":"__gpio__","pin":"12"}}},"outputs":{}},` +
+		`"view":{"header":{"title":[{"type":"label","text":"GPIO"}]},"table":[[{"type":"input","channel":"v4_locator","color":"green"},{"type":"label","text":"v4_locator"}],[{"type":"input","channel":"hid_reset","color":"green"},{"type":"label","text":"hid_reset"}]]}},` +
+		`"state":{"inputs":{"hid_reset":{"online":false,"state":false},"v4_locator":{"online":true,"state":true}},"outputs":{}}}`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestWatch: a change is published once, with its event type; an
+// unchanged state is not.
+func TestWatch(t *testing.T) {
+	var mu sync.Mutex
+	usb := pikvmUSB("not attached")
+	s := &Source{Hardware: func() info.Hardware {
+		mu.Lock()
+		defer mu.Unlock()
+		return info.Hardware{USB: usb}
+	}}
+	got := make(chan string, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		s.Watch(ctx, 5*time.Millisecond, func(typ string, st any) { got <- typ })
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	time.Sleep(30 * time.Millisecond)
+	select {
+	case typ := <-got:
+		t.Fatalf("published %s with nothing changed", typ)
+	default:
+	}
+	mu.Lock()
+	usb = pikvmUSB("configured")
+	mu.Unlock()
+	// The host connects: hid and msd change (online, connected).
+	seen := map[string]bool{}
+	timeout := time.After(3 * time.Second)
+	for len(seen) < 2 {
+		select {
+		case typ := <-got:
+			if seen[typ] {
+				t.Errorf("%s published twice", typ)
+			}
+			seen[typ] = true
+		case <-timeout:
+			t.Fatalf("published %v, want hid and msd", seen)
+		}
+	}
+	if !seen["hid"] || !seen["msd"] {
+		t.Errorf("published %v, want hid and msd", seen)
+	}
+}
