@@ -123,6 +123,7 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 	facts, _ := board.Read(fs) // what cannot be read leaves no profile, no pins
 	prof := board.Identify(facts)
 	levels := map[string]gpio.Level{"atx_power_led": gpio.High, "atx_hdd_led": gpio.Low}
+	var powerLED *gpiotest.Pin
 	for _, p := range prof.Pins {
 		if gpioreg.ByName(p.GPIO) != nil {
 			continue // a real chip has it
@@ -132,7 +133,14 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 			fn = "Out/Low"
 		}
 		pin := &gpiotest.Pin{N: p.GPIO, Fn: fn, L: levels[p.Name]}
-		if err := gpioreg.Register(pin); err != nil {
+		var reg gpio.PinIO = pin
+		if p.Name == "atx_power_switch" && powerLED != nil {
+			reg = &powerButton{Pin: pin, led: powerLED}
+		}
+		if p.Name == "atx_power_led" {
+			powerLED = pin
+		}
+		if err := gpioreg.Register(reg); err != nil {
 			return nil, fmt.Errorf("demo: registering %s: %w", p.GPIO, err)
 		}
 		d.pins = append(d.pins, pin)
@@ -174,4 +182,25 @@ func (d *Demo) Close() {
 		gpioreg.Unregister(p.Name())
 	}
 	os.RemoveAll(d.dir)
+}
+
+// powerButton is the demo host's power button: a press (high, then low)
+// turns its power LED on or off, as a short press of a real PC's button
+// starts it or asks it to shut down.
+type powerButton struct {
+	*gpiotest.Pin
+	led *gpiotest.Pin
+}
+
+func (b *powerButton) Out(l gpio.Level) error {
+	was := b.Read()
+	if err := b.Pin.Out(l); err != nil {
+		return err
+	}
+	if was == gpio.High && l == gpio.Low {
+		b.led.Lock()
+		b.led.L = !b.led.L
+		b.led.Unlock()
+	}
+	return nil
 }
