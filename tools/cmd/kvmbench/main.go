@@ -122,9 +122,11 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.StringVar(&cfg.Release, "release", "", "the release build of kvmd whose size to report (default: --kvmd, which must have --demo)")
 	fs.StringVar(&cfg.ReleaseDir, "release-dir", "", "where the release builds kvmd-linux-ARCH whose sizes to report are (default: --arm-dir)")
 	fs.IntVar(&cfg.UILoads, "ui-loads", cfg.UILoads, "counted loads of each web UI page in headless Chromium (0: no web UI rows)")
+	fs.IntVar(&cfg.WSClients, "ws-clients", cfg.WSClients, "/api/ws clients connected at once (0: no /api/ws rows)")
+	fs.IntVar(&cfg.WSSamples, "ws-samples", cfg.WSSamples, "power clicks timed through /api/ws")
 	fs.BoolVar(&cfg.Stress, "stress", cfg.Stress, "measure idle connections and logins under a wrong-password flood (\"Under load\")")
 	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out);`+"\n"+
-		`"ui": only the web UI page loads (no --out); "stress": only the "Under load" section (no --out)`)
+		`"ui": only the web UI page loads (no --out); "ws": only the /api/ws rows (no --out); "stress": only the "Under load" section (no --out)`)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -147,6 +149,9 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	if cfg.Warmup < 0 || cfg.Warmup > time.Minute {
 		bad = append(bad, "--warmup must be 0..1m")
 	}
+	if cfg.WSClients < 0 || cfg.WSClients > 1000 || cfg.WSSamples < 0 || cfg.WSSamples > 1000 {
+		bad = append(bad, "--ws-clients and --ws-samples must be 0..1000")
+	}
 	if cfg.UILoads < 0 || cfg.UILoads > 1000 {
 		bad = append(bad, "--ui-loads must be 0..1000")
 	}
@@ -160,12 +165,16 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 		if cfg.UILoads == 0 || cfg.Out != "" {
 			bad = append(bad, "--only ui needs --ui-loads above 0 and does not write --out")
 		}
+	case "ws":
+		if cfg.WSClients == 0 || cfg.WSSamples == 0 || cfg.Out != "" {
+			bad = append(bad, "--only ws needs --ws-clients and --ws-samples above 0 and does not write --out")
+		}
 	case "stress":
 		if cfg.Out != "" {
 			bad = append(bad, "--only stress does not write --out")
 		}
 	default:
-		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui and stress", cfg.Only))
+		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws and stress", cfg.Only))
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "kvmbench run: %s\n%s", strings.Join(bad, "; "), usage)

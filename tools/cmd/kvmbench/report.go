@@ -58,6 +58,7 @@ type report struct {
 	orders           [][]string    // scenario order of each round
 	log              *logResult    // nil when the log rows were skipped
 	ui               *uiResult     // nil when the web UI rows were skipped
+	ws               *wsResult     // nil when the /api/ws rows were skipped
 	stress           *stressResult // nil when the "Under load" section was skipped
 	qemu             []*qemuResult // nil when the qemu section was skipped
 }
@@ -193,6 +194,7 @@ func (rep *report) writeTable(w io.Writer) {
 		fmt.Fprintf(w, "| log follow latency, journal write to client (median / p99 of %d) | %s / %s | median < %s | %s |\n",
 			len(l.latency), fmtLatency(med), fmtLatency(p99), fmtLatency(targetFollowLatency), verdict(true, ok))
 	}
+	misses = append(misses, writeWSRows(w, rep.ws)...)
 	fmt.Fprintln(w)
 
 	switch {
@@ -319,6 +321,9 @@ func (rep *report) markdown() []byte {
 			"Follow: a client attached to `/api/log?follow=1` on another kvmd; each of %d entries is written with systemd-journal-remote "+
 			"and timed until its line arrives at the client.\n",
 			rep.log.entries, rep.log.entries/1000, strings.Join(journalctlArgs("DIR"), " "), len(rep.log.latency))
+	}
+	if rep.ws != nil {
+		fmt.Fprint(&b, wsMethod(rep.ws))
 	}
 	fmt.Fprintf(&b, "- Idle RSS is VmRSS from `/proc/PID/status` after kvmd answered one request and then sat idle for %s. "+
 		"Start to listening is the time from exec to the first HTTP response on `GET /api/auth/check` (polled every %s).\n",

@@ -39,6 +39,9 @@ type runConfig struct {
 
 	UILoads int // counted loads of each web UI page; 0 skips the web UI rows
 
+	WSClients int // /api/ws clients connected at once; 0 skips the /api/ws rows
+	WSSamples int // power clicks timed through /api/ws
+
 	Stress bool // the "Under load" section: idle connections, logins under a flood
 
 	ARMDir         string        // where kvmd-linux-ARCH are; "" skips the qemu section
@@ -69,6 +72,9 @@ func defaultRunConfig() runConfig {
 		LogSamples: 100,
 
 		UILoads: 20,
+
+		WSClients: 100,
+		WSSamples: 10,
 
 		Stress: true,
 
@@ -219,6 +225,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		}
 		writeUI(stdout, res)
 		return res.failure()
+	case "ws":
+		res, err := runWSBench(ctx, cfg, &procs, kvmd, users, passwd, dir, logf)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, wsMethod(res))
+		writeWSRows(stdout, res)
+		return nil
 	case "stress":
 		res, err := runStress(ctx, cfg, &procs, kvmd, users, passwd, dir, logf)
 		if err != nil {
@@ -328,6 +342,11 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if cfg.LogEntries > 0 {
 		if rep.log, err = runLogBench(ctx, cfg, &procs, kvmd, users, passwd, dir, logf); err != nil {
 			return fmt.Errorf("log benchmark: %w", err)
+		}
+	}
+	if cfg.WSClients > 0 {
+		if rep.ws, err = runWSBench(ctx, cfg, &procs, kvmd, users, passwd, dir, logf); err != nil {
+			return fmt.Errorf("/api/ws benchmark: %w", err)
 		}
 	}
 	if cfg.UILoads > 0 {
