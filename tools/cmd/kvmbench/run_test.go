@@ -142,6 +142,7 @@ func testRunConfig(t *testing.T) runConfig {
 	cfg.LogEntries = 0 // the log rows need the real kvmd and real journal files
 	cfg.UILoads = 0    // and so do the web UI rows, its pages
 	cfg.Stress = false // and the "Under load" section, its caps and logins
+	cfg.WSClients = 0  // and the /api/ws rows, its ATX
 	return cfg
 }
 
