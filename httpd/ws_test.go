@@ -220,6 +220,9 @@ func TestWSAuth(t *testing.T) {
 		{"none", nil, 401},
 		{"wrong", map[string]string{"X-KVMD-User": "admin", "X-KVMD-Passwd": "nope"}, 403},
 		{"bad stream", map[string]string{"X-KVMD-User": "admin", "X-KVMD-Passwd": "admin-pass"}, 400},
+		{"another site", map[string]string{"X-KVMD-User": "admin", "X-KVMD-Passwd": "admin-pass", "Origin": "https://evil.example"}, 403},
+		{"no handshake", map[string]string{"X-KVMD-User": "admin", "X-KVMD-Passwd": "admin-pass", "Upgrade": "", "Connection": "keep-alive"}, 400},
+		{"old version", map[string]string{"X-KVMD-User": "admin", "X-KVMD-Passwd": "admin-pass", "Sec-WebSocket-Version": "8"}, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hdr := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
@@ -227,7 +230,7 @@ func TestWSAuth(t *testing.T) {
 				hdr[k] = v
 			}
 			q := ""
-			if tc.status == 400 {
+			if tc.name == "bad stream" {
 				q = "?stream=maybe"
 			}
 			if r := e.req("GET", "/api/ws"+q, hdr, ""); r.status != tc.status {
