@@ -426,3 +426,23 @@ func TestDeviceEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestWSOutlivesServerTimeouts: a quiet WebSocket is not cut by the
+// server's header or idle timeouts, which are for HTTP requests.
+func TestWSOutlivesServerTimeouts(t *testing.T) {
+	d, _ := testDevices(t)
+	e := newEnv(t, envOpts{devices: d, headerTimeout: 200 * time.Millisecond, bodyTimeout: 200 * time.Millisecond})
+	c := dialWS(t, e, "", adminHeader)
+	for range 6 {
+		readEvent(t, c)
+	}
+	time.Sleep(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"event_type":"ping","event":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := readEvent(t, c); ev.Type != "pong" {
+		t.Errorf("after a quiet second: %+v", ev)
+	}
+}
