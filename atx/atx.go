@@ -30,12 +30,14 @@ const (
 	PollInterval = 10 * time.Millisecond
 )
 
-// Errors, with kvmd's names (kvmd/plugins/atx/__init__.py, disabled.py).
+// Errors. kvmd names them AtxIsBusyError (409) and AtxDisabledError
+// (400) (kvmd/plugins/atx/__init__.py, disabled.py); httpd answers them so.
 var (
-	// ErrBusy is AtxIsBusyError: kvmd answers it with 409.
-	ErrBusy = errors.New("Performing another ATX operation, please try again later")
-	// ErrDisabled is AtxDisabledError: kvmd answers it with 400.
-	ErrDisabled = errors.New("ATX is disabled")
+	// ErrBusy: the button is being pressed, or was released less than
+	// AfterRelease ago.
+	ErrBusy = errors.New("atx: busy")
+	// ErrDisabled: the board has no ATX wiring.
+	ErrDisabled = errors.New("atx: disabled")
 )
 
 // State is kvmd's GET /api/atx result and "atx" event.

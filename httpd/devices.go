@@ -111,9 +111,9 @@ func atxError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, atx.ErrBusy):
-		return &Error{Status: http.StatusConflict, Name: "AtxIsBusyError", Msg: err.Error()}
+		return &Error{Status: http.StatusConflict, Name: "AtxIsBusyError", Msg: "Performing another ATX operation, please try again later"}
 	case errors.Is(err, atx.ErrDisabled):
-		return &Error{Status: http.StatusBadRequest, Name: "AtxDisabledError", Msg: err.Error()}
+		return &Error{Status: http.StatusBadRequest, Name: "AtxDisabledError", Msg: "ATX is disabled: this board has no ATX wiring"}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// wait=1 and the client went away: the click goes on.
 		return err
