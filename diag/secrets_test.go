@@ -1,0 +1,202 @@
+package diag
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"kvmd/auth"
+	"kvmd/internal/testutil"
+	"kvmd/journal/journaltest"
+)
+
+// planted are the secrets of a device, put in every place they can live:
+// their files, the journal (service and kernel), the configuration, the
+// environment and a command line.
+type planted struct {
+	secrets Secrets
+	// leaks are the strings that must not be anywhere in the bundle.
+	leaks    []string
+	settings string
+}
+
+func plant(t *testing.T) (*env, planted) {
+	t.Helper()
+	dir := t.TempDir()
+	const passwd = "PlantedPassw0rd"
+	hash, err := auth.NewHash(passwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash2, err := auth.NewHash("OperatorPassw0rd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		totp    = "PLANTEDTOTPSECRETQWERTYUIOPASDFG"
+		radius  = "planted-radius-shared"
+		bearer  = "planted-http-backend-bearer"
+		token   = "plantedsessiontoken0123456789abcdef"
+		ldapPw  = "planted-ldap-bind-pw"
+		envVal  = "planted-env-value"
+		argVal  = "planted-cmdline-token"
+		fileTok = "planted-secret-in-file"
+	)
+	_, keyFile := testutil.WriteCertPEM(t, dir, testutil.SelfSigned(t))
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WriteFiles(t, dir, map[string]string{
+		"htpasswd":          "admin:" + hash + "\noperator:" + hash2 + "\n",
+		"totp.secret":       totp + "\n",
+		"radius.secret":     radius + "\n",
+		"http-auth.secret":  bearer + "\n",
+		"ldap-bind.secret":  fileTok,
+		"ignored-but-there": "x",
+	})
+	basic := base64.StdEncoding.EncodeToString([]byte("admin:" + passwd))
+	var keyLines []string
+	for l := range strings.SplitSeq(string(keyPEM), "\n") {
+		if l != "" && !strings.HasPrefix(l, "-----") {
+			keyLines = append(keyLines, l)
+		}
+	}
+	msgs := []string{
+		"user file line admin:" + hash,
+		"the 2FA secret is " + totp,
+		"provisioning otpauth://totp/kvmd:admin?secret=" + totp + "&issuer=kvmd",
+		"request headers: X-KVMD-User: admin, X-KVMD-Passwd: " + passwd,
+		"Authorization: Basic " + basic,
+		"backend call Authorization: Bearer " + bearer,
+		"Cookie: auth_token=" + token,
+		"GET /api/info?auth_token=" + token + " 200",
+		`login form {"user":"admin","passwd":"` + passwd + `"}`,
+		"radius: shared secret " + radius + " rejected by 10.0.0.5",
+		"tls: loaded key\n" + string(keyPEM),
+		"a quoted piece of the key: " + keyLines[1],
+		"ldap: bind with ldaps://binder:" + ldapPw + "@ldap.example.org failed",
+		"ldap: bind secret " + fileTok,
+		"auth failed user=operator method=basic addr=192.168.1.77 reason=\"wrong user or password\"",
+	}
+	e := newEnv(t, func() []journaltest.Entry {
+		var es []journaltest.Entry
+		for i, m := range msgs {
+			es = append(es, journaltest.Entry{Time: time.Now().Add(-time.Duration(50-i) * time.Minute), Boot: thisBoot, Unit: "kvmd.service", Message: m})
+		}
+		es = append(es,
+			journaltest.Entry{Time: time.Now().Add(-40 * time.Hour), Boot: prevBoot, Unit: "kvmd.service", Message: "previous boot: X-KVMD-Passwd: " + passwd + " token " + token},
+			journaltest.Entry{Time: time.Now().Add(-time.Minute), Boot: thisBoot, Fields: map[string]string{"_TRANSPORT": "kernel"},
+				Message: "audit: cmdline=kvmd --ldap-password=" + ldapPw + " secret " + totp})
+		return es
+	}()...)
+
+	// A kvmd process in the tree's /proc with a secret on its command line.
+	testutil.WriteFiles(t, e.root, map[string]string{
+		"proc/4242/cmdline": "/usr/bin/kvmd\x00serve\x00--http-auth-token=" + argVal + "\x00--users\x00/etc/kvmd/htpasswd\x00",
+	})
+	t.Setenv("KVMD_TEST_SECRET", envVal)
+
+	p := planted{
+		secrets: Secrets{
+			Users: filepath.Join(dir, "htpasswd"),
+			Files: []string{filepath.Join(dir, "totp.secret"), keyFile, filepath.Join(dir, "radius.secret"),
+				filepath.Join(dir, "http-auth.secret"), filepath.Join(dir, "ldap-bind.secret")},
+			Names: []string{"admin"},
+		},
+		settings: "users: " + filepath.Join(dir, "htpasswd") + "\ntotp-secret: " + filepath.Join(dir, "totp.secret") +
+			"\nldap-url: ldaps://binder:" + ldapPw + "@ldap.example.org\nhttp-auth-url: https://kvm:" + bearer + "@auth.example.org/check\n",
+		leaks: []string{passwd, "OperatorPassw0rd", hash, hash2, totp, radius, bearer, token, ldapPw, envVal, argVal, fileTok, basic},
+	}
+	for _, l := range keyLines {
+		p.leaks = append(p.leaks, l)
+	}
+	return e, p
+}
+
+func bundleOf(t *testing.T, e *env, p planted, secrets Secrets, identities bool) map[string]string {
+	t.Helper()
+	r, err := NewRedactor(secrets, identities, "raspberrypi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(r)
+	cfg.Settings = []byte(p.settings)
+	var out bytes.Buffer
+	if err := New(cfg).Write(context.Background(), &out); err != nil {
+		t.Fatal(err)
+	}
+	_, files := unzip(t, out.Bytes())
+	return files
+}
+
+// find returns where in the unpacked archive s is.
+func find(files map[string]string, s string) []string {
+	var where []string
+	for name, data := range files {
+		if strings.Contains(data, s) {
+			where = append(where, name)
+		}
+	}
+	return where
+}
+
+// TestPlantedSecrets searches the whole unpacked archive for every
+// planted secret.
+func TestPlantedSecrets(t *testing.T) {
+	e, p := plant(t)
+
+	// Without knowing where the secrets are, some get through: the test
+	// sees a leak when there is one.
+	files := bundleOf(t, e, p, Secrets{}, false)
+	var seen int
+	for _, s := range p.leaks {
+		if len(find(files, s)) > 0 {
+			seen++
+		}
+	}
+	if seen == 0 {
+		t.Fatal("a bundle made without the secrets' files holds none of them: the planted secrets never reach the bundle, so this test proves nothing")
+	}
+
+	files = bundleOf(t, e, p, p.secrets, false)
+	for _, s := range p.leaks {
+		if where := find(files, s); len(where) > 0 {
+			t.Errorf("secret %q is in %v", s, where)
+		}
+	}
+	// What is not secret is still there: names and addresses matter for
+	// diagnosis, paths say where the secrets are kept.
+	for _, keep := range []string{"user=operator", "192.168.1.77", "X-KVMD-User: admin", "ldap.example.org", "/etc/kvmd/htpasswd",
+		"totp-secret: /", "radius: shared secret [REDACTED] rejected", "raspberrypi"} {
+		if len(find(files, keep)) == 0 {
+			t.Errorf("%q is nowhere in the bundle; only secrets are to be removed", keep)
+		}
+	}
+	if !strings.Contains(files["processes.txt"], "4242 /usr/bin/kvmd serve --http-auth-token=[REDACTED]") {
+		t.Errorf("processes.txt:\n%s", files["processes.txt"])
+	}
+	if !strings.Contains(files["environment.txt"], "\nKVMD_TEST_SECRET\n") {
+		t.Errorf("environment.txt lacks the variable's name")
+	}
+}
+
+// TestRedactIdentities: with identities removed, no user name, address or
+// host name is left either, and each has one placeholder throughout.
+func TestRedactIdentities(t *testing.T) {
+	e, p := plant(t)
+	files := bundleOf(t, e, p, p.secrets, true)
+	for _, s := range append(p.leaks, "admin", "operator", "192.168.1.77", "10.0.0.5", "raspberrypi") {
+		if where := find(files, s); len(where) > 0 {
+			t.Errorf("%q is in %v", s, where)
+		}
+	}
+	if !strings.Contains(files["journal/this-boot.txt"], "auth failed user=user-2 method=basic addr=addr-") {
+		t.Errorf("journal/this-boot.txt lacks the placeholders:\n%s", files["journal/this-boot.txt"])
+	}
+}
