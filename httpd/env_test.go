@@ -57,6 +57,8 @@ type envOpts struct {
 	external *auth.External
 	// devices serves the device endpoints (ws_test.go).
 	devices *Devices
+	// diag, when set, serves /api/diagnostics.
+	diag DiagSource
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -141,7 +143,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
 		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),
-		Devices: o.devices,
+		Devices: o.devices, Diagnostics: o.diag,
 	}
 	if o.metrics {
 		cfg.Metrics = metrics.New(metrics.Config{Version: "test", AuthCounts: e.a.Counts, Sessions: e.a.ActiveSessions})

@@ -54,6 +54,9 @@ type Config struct {
 	// Devices, when set, serves kvmd's device endpoints: /api/ws, /atx,
 	// /gpio, /hid, /msd, /streamer (devices.go).
 	Devices *Devices
+	// Diagnostics, when set, serves GET /api/diagnostics, the support
+	// bundle (package diag), to administrators.
+	Diagnostics DiagSource
 
 	MaxBody           int64         // default 4 KiB
 	ReadHeaderTimeout time.Duration // default 10 s
@@ -80,6 +83,7 @@ type Server struct {
 	conns    *connTable
 	routes   map[string]*route
 	ui       map[string]*uiFile
+	diagBusy chan struct{}
 	done     chan struct{}
 	doneOnce sync.Once
 }
@@ -105,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{})}
+	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy)
 	s.handle("POST", "/auth/login", s.login, true)
 	s.Handle("GET", "/auth/check", s.check)
@@ -119,6 +123,9 @@ func New(cfg Config) (*Server, error) {
 		s.handle("GET", "/export/prometheus/metrics", s.metrics, cfg.MetricsOpen)
 	}
 	s.registerDevices()
+	if cfg.Diagnostics != nil {
+		s.handleAdmin("GET", "/diagnostics", s.diagnostics)
+	}
 	if cfg.UI != nil {
 		ui, err := loadUI(cfg.UI)
 		if err != nil {
@@ -133,6 +140,13 @@ func New(cfg Config) (*Server, error) {
 // prefix; the route answers both with and without it. GET routes answer
 // HEAD too.
 func (s *Server) Handle(method, path string, h HandlerFunc) { s.handle(method, path, h, false) }
+
+// handleAdmin registers a route for administrators only: the support
+// bundle shows the whole device. Every user is an administrator today;
+// the role check goes here when users get roles.
+func (s *Server) handleAdmin(method, path string, h HandlerFunc) {
+	s.handle(method, path, h, false)
+}
 
 func (s *Server) handle(method, path string, h HandlerFunc, public bool) {
 	rt := s.routes[path]
