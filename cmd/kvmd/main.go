@@ -5,6 +5,7 @@
 //	kvmd user list|add|set|del NAME ...   manage the users file
 //	kvmd totp init|show|del ...           manage the 2FA secret
 //	kvmd firstboot [--etc DIR] ...        provision a new device
+//	kvmd diag [-o FILE] [serve flags]     write a support bundle
 //	kvmd version
 package main
 
@@ -28,6 +29,7 @@ const usage = `usage:
   kvmd user list|add|set|del [NAME] --users FILE
   kvmd totp init|show|del --secret FILE [-f]
   kvmd firstboot [--etc DIR] [--state DIR] [--issue FILE] [--hostname NAME] [--group GROUP]
+  kvmd diag [-o FILE] [--redact-identities] [--config FILE] [serve flags]
   kvmd version
 Run "kvmd serve -h" for every serve flag.
 `
@@ -68,6 +70,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return totpCmd(args[1:], stdin, stdout, stderr)
 	case "firstboot":
 		return firstbootCmd(args[1:], stdout, stderr)
+	case "diag":
+		return diagCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "kvmd", version)
 		return nil

@@ -101,6 +101,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		TrustedProxies:  proxies,
 		MaxConns:        cfg.MaxConnections,
 		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
+		Diagnostics:     diagSource(cfg, src, v4l2),
 	}
 	if hcfg.Devices, err = startDevices(ctx, src, nil, log); err != nil {
 		return err

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/term"
+
+	"kvmd/diag"
+	"kvmd/httpd"
+	"kvmd/hw"
+	"kvmd/info"
+	"kvmd/internal/atomicfile"
+)
+
+// newBundle is a support bundle of the device cfg describes: the same
+// root, journal and files as serve, the secrets of its users, 2FA, TLS
+// and backend files removed.
+func newBundle(cfg Config, src diag.InfoSource, v4l2 hw.V4L2, identities bool, progress func(diag.Result)) (*diag.Bundle, error) {
+	fs := hw.New(cfg.Root)
+	host, _ := fs.Hostname()
+	r, err := diag.NewRedactor(diag.Secrets{
+		Users: cfg.Users,
+		Files: []string{cfg.TOTPSecret, cfg.TLSKey, cfg.RADIUSSecretFile, cfg.HTTPAuthSecretFile},
+		Names: cfg.AuthLocalUsers,
+	}, identities, host)
+	if err != nil {
+		return nil, err
+	}
+	settings, err := yaml.Marshal(cfg)
+	if err != nil {
+		settings = fmt.Appendf(nil, "# cannot encode the configuration: %v\n", err)
+	}
+	return diag.New(diag.Config{
+		FS: fs, Info: src, V4L2: v4l2, Version: version, Settings: settings, Redactor: r, Progress: progress,
+		Journal: diag.Journal{Dir: cfg.JournalDir, Units: cfg.LogUnits},
+	}), nil
+}
+
+// diagSource serves GET /api/diagnostics from the daemon's own readers.
+func diagSource(cfg Config, src *info.Source, v4l2 hw.V4L2) httpd.DiagSource {
+	return func(identities bool) (httpd.DiagBundle, error) {
+		b, err := newBundle(cfg, src, v4l2, identities, nil)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+}
+
+// diagCmd is kvmd diag: the support bundle made by the command, so that
+// it works when the daemon does not. It takes serve's flags and config
+// file, to read the same device.
+func diagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := defaultConfig()
+	var path, out string
+	var identities bool
+	flags := func(cfg *Config, w io.Writer) *flag.FlagSet {
+		fs := serveFlags(cfg, &path, w)
+		fs.Init("kvmd diag", flag.ContinueOnError)
+		fs.StringVar(&out, "o", "", "write the bundle to `file` (- for stdout; default kvmd-diag-HOST-TIME.zip in this directory)")
+		fs.BoolVar(&identities, "redact-identities", false, "also replace user names, addresses and the host name by placeholders")
+		return fs
+	}
+	fs := flags(&cfg, stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("diag takes no arguments, got %q", fs.Args())
+	}
+	if path != "" {
+		cfg = defaultConfig()
+		if err := loadConfig(path, &cfg); err != nil {
+			return err
+		}
+		if err := flags(&cfg, io.Discard).Parse(args); err != nil {
+			return err
+		}
+	}
+	if err := cfg.checkAuth(); err != nil {
+		return err
+	}
+
+	log := slog.New(slog.DiscardHandler)
+	var v4l2 hw.V4L2
+	var mailbox hw.Mailbox
+	if cfg.Demo {
+		// The demo's password line is no part of the bundle's output.
+		fake, fakeMailbox, _, stop, err := setupDemo(&cfg, io.Discard, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		v4l2, mailbox = fake, fakeMailbox
+	} else if cfg.Root == "/" {
+		mailbox = hw.VCIO{}
+		hw.InitGPIO() // as serve: the board's pins; none is no failure here
+	}
+	src := info.New(info.Config{
+		FS: hw.New(cfg.Root), V4L2: v4l2, Mailbox: mailbox, MetaPath: cfg.Meta, ExtrasDir: cfg.Extras, Version: version,
+	})
+
+	var progress func(diag.Result)
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		progress = func(r diag.Result) {
+			status := "ok"
+			switch {
+			case r.Skipped != "":
+				status = "skipped"
+			case r.Err != nil:
+				status = "FAILED: " + r.Err.Error()
+			}
+			fmt.Fprintf(stderr, "kvmd diag: %-28s %7s  %s\n", r.Name, r.Took.Round(time.Millisecond), status)
+		}
+	}
+	b, err := newBundle(cfg, src, v4l2, identities, progress)
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = b.FileName()
+	}
+	var buf bytes.Buffer
+	if err := b.Write(ctx, &buf); err != nil {
+		return err
+	}
+	if out == "-" {
+		_, err := stdout.Write(buf.Bytes())
+		return err
+	}
+	// A bundle is written whole or not at all: a ticket never gets half.
+	if err := atomicfile.Write(out, buf.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("writing the bundle: %w", err)
+	}
+	findings := b.Findings()
+	fmt.Fprintf(stderr, "kvmd diag: wrote %s (%d KiB)", out, (buf.Len()+1023)/1024)
+	if len(findings) > 0 {
+		fmt.Fprintf(stderr, "; findings:\n  - %s", strings.Join(findings, "\n  - "))
+	}
+	fmt.Fprintln(stderr)
+	return nil
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"kvmd/auth"
+	"kvmd/internal/fixture"
+	"kvmd/journal/journaltest"
+)
+
+// TestDiagCmd runs kvmd diag with no daemon running, on the Raspberry Pi
+// 4 tree, a journal written by systemd-journal-remote and a users file
+// and 2FA secret whose secrets the journal also holds.
+func TestDiagCmd(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if err := fixture.UnpackFile("../../board/testdata/rpi4.ttar", root); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := auth.NewHash("Diag-Test-Passw0rd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const totp = "DIAGTESTTOTPSECRETABCDEFGHIJKLMN"
+	users, secret, jdir := filepath.Join(dir, "htpasswd"), filepath.Join(dir, "totp.secret"), filepath.Join(dir, "journal")
+	os.WriteFile(users, []byte("admin:"+hash+"\n"), 0o600)
+	os.WriteFile(secret, []byte(totp+"\n"), 0o600)
+	os.Mkdir(jdir, 0o755)
+	journaltest.Write(t, jdir, "system", []journaltest.Entry{
+		{Time: time.Now().Add(-time.Minute), Unit: "kvmd.service", Message: "leaked hash " + hash + " and secret " + totp},
+		{Time: time.Now().Add(-time.Minute), Unit: "kvmd.service", Message: `auth failed user=admin method=basic addr=10.9.8.7 reason="wrong user or password"`},
+	})
+	config := filepath.Join(dir, "kvmd.yaml")
+	os.WriteFile(config, []byte("users: "+users+"\ntotp-secret: "+secret+"\nroot: "+root+"\njournal-dir: "+jdir+"\n"), 0o600)
+	out := filepath.Join(dir, "bundle.zip")
+
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"diag", "--config", config, "-o", out}, nil, &stdout, &stderr); err != nil {
+		t.Fatalf("kvmd diag: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "kvmd diag: wrote "+out) || !strings.Contains(stderr.String(), "1 failed logins in the last hour") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+	if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the bundle: %v %v, want mode 0600", fi, err)
+	}
+	z, err := zip.OpenReader(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	if z.File[0].Name != "summary.txt" {
+		t.Errorf("first file %s", z.File[0].Name)
+	}
+	var all strings.Builder
+	for _, f := range z.File {
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(&all, rc)
+		rc.Close()
+	}
+	for _, s := range []string{hash, totp} {
+		if strings.Contains(all.String(), s) {
+			t.Errorf("the bundle holds the secret %q", s)
+		}
+	}
+	for _, s := range []string{"leaked hash [REDACTED] and secret [REDACTED]", "totp-secret: " + secret, "addr=10.9.8.7", "raspberrypi"} {
+		if !strings.Contains(all.String(), s) {
+			t.Errorf("the bundle lacks %q", s)
+		}
+	}
+
+	// --redact-identities, to stdout.
+	stdout.Reset()
+	if err := run(context.Background(), []string{"diag", "--config", config, "--redact-identities", "-o", "-"}, nil, &stdout, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(stdout.Bytes()), int64(stdout.Len()))
+	if err != nil {
+		t.Fatalf("stdout is no zip archive: %v", err)
+	}
+	for _, f := range zr.File {
+		rc, _ := f.Open()
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		for _, s := range []string{"10.9.8.7", "raspberrypi", "user=admin", hash, totp} {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("--redact-identities: %s holds %q", f.Name, s)
+			}
+		}
+	}
+}
+
+func TestDiagCmdBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"diag", "extra"}, {"diag", "--no-such-flag"}, {"diag", "--auth-backend", "nope"}} {
+		if err := run(context.Background(), args, nil, io.Discard, io.Discard); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+}
