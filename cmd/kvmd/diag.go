@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -56,36 +58,40 @@ func diagSource(cfg Config, src *info.Source, v4l2 hw.V4L2) httpd.DiagSource {
 	}
 }
 
+// defaultConfigFile is the config file kvmd.service runs serve with.
+const defaultConfigFile = "/etc/kvmd/kvmd.yaml"
+
 // diagCmd is kvmd diag: the support bundle made by the command, so that
-// it works when the daemon does not. It takes serve's flags and config
-// file, to read the same device.
+// it works when the daemon does not. It reads serve's config file, to see
+// the same device; a few options override it.
 func diagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := defaultConfig()
-	var path, out string
-	var identities bool
-	flags := func(cfg *Config, w io.Writer) *flag.FlagSet {
-		fs := serveFlags(cfg, &path, w)
-		fs.Init("kvmd diag", flag.ContinueOnError)
-		fs.StringVar(&out, "o", "", "write the bundle to `file` (- for stdout; default kvmd-diag-HOST-TIME.zip in this directory)")
-		fs.BoolVar(&identities, "redact-identities", false, "also replace user names, addresses and the host name by placeholders")
-		return fs
-	}
-	fs := flags(&cfg, stderr)
+	var path, out, root, journalDir string
+	var identities, demo bool
+	fs := flag.NewFlagSet("kvmd diag", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&path, "config", defaultConfigFile, "serve's config `file`; a missing default file means serve's defaults")
+	fs.StringVar(&out, "o", "", "write the bundle to `file` (- for stdout; default kvmd-diag-HOST-TIME.zip in this directory)")
+	fs.BoolVar(&identities, "redact-identities", false, "also replace user names, addresses and the host name by placeholders")
+	fs.StringVar(&root, "root", "", "read the hardware under `dir` instead of the config's root")
+	fs.StringVar(&journalDir, "journal-dir", "", "read journal files from `dir` instead of the config's journal")
+	fs.BoolVar(&demo, "demo", false, "the bundle of the demo board, in demo builds only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("diag takes no arguments, got %q", fs.Args())
 	}
-	if path != "" {
-		cfg = defaultConfig()
-		if err := loadConfig(path, &cfg); err != nil {
-			return err
-		}
-		if err := flags(&cfg, io.Discard).Parse(args); err != nil {
-			return err
-		}
+	cfg := defaultConfig()
+	if err := loadConfig(path, &cfg); err != nil && !(path == defaultConfigFile && errors.Is(err, iofs.ErrNotExist)) {
+		return err
 	}
+	if root != "" {
+		cfg.Root = root
+	}
+	if journalDir != "" {
+		cfg.JournalDir = journalDir
+	}
+	cfg.Demo = cfg.Demo || demo
 	if err := cfg.checkAuth(); err != nil {
 		return err
 	}

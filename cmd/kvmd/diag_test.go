@@ -102,7 +102,7 @@ func TestDiagCmd(t *testing.T) {
 }
 
 func TestDiagCmdBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"diag", "extra"}, {"diag", "--no-such-flag"}, {"diag", "--auth-backend", "nope"}} {
+	for _, args := range [][]string{{"diag", "extra"}, {"diag", "--no-such-flag"}, {"diag", "--config", "/nonexistent/kvmd.yaml"}} {
 		if err := run(context.Background(), args, nil, io.Discard, io.Discard); err == nil {
 			t.Errorf("%q: no error", args)
 		}

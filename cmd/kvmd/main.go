@@ -5,7 +5,7 @@
 //	kvmd user list|add|set|del NAME ...   manage the users file
 //	kvmd totp init|show|del ...           manage the 2FA secret
 //	kvmd firstboot [--etc DIR] ...        provision a new device
-//	kvmd diag [-o FILE] [serve flags]     write a support bundle
+//	kvmd diag [-o FILE] [--config FILE]   write a support bundle
 //	kvmd version
 package main
 
@@ -29,7 +29,7 @@ const usage = `usage:
   kvmd user list|add|set|del [NAME] --users FILE
   kvmd totp init|show|del --secret FILE [-f]
   kvmd firstboot [--etc DIR] [--state DIR] [--issue FILE] [--hostname NAME] [--group GROUP]
-  kvmd diag [-o FILE] [--redact-identities] [--config FILE] [serve flags]
+  kvmd diag [-o FILE] [--redact-identities] [--config FILE] [--root DIR] [--journal-dir DIR] [--demo]
   kvmd version
 Run "kvmd serve -h" for every serve flag.
 `
