@@ -13,6 +13,7 @@
 //	kvmbench run --kvmd PATH [--rounds 5] [--duration 3s] [--conns 4] [--ui-loads 20] [--arm-dir dist] [--out BENCHMARKS.md]
 //	kvmbench run --kvmd PATH --arm-dir dist --only qemu
 //	kvmbench run --kvmd PATH [--ui-loads 20] --only ui
+//	kvmbench run --kvmd PATH --only diag
 //	kvmbench baseline --listen 127.0.0.1:PORT
 package main
 
@@ -41,6 +42,7 @@ const usage = `usage:
   kvmbench run --kvmd PATH [--rounds N] [--duration D] [--warmup D] [--conns N] [--ui-loads N] [--arm-dir DIR] [--out FILE]
   kvmbench run --kvmd PATH --arm-dir DIR --only qemu
   kvmbench run --kvmd PATH [--ui-loads N] --only ui
+  kvmbench run --kvmd PATH --only diag
   kvmbench baseline --listen 127.0.0.1:PORT
 `
 
@@ -126,7 +128,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.WSSamples, "ws-samples", cfg.WSSamples, "power clicks timed through /api/ws")
 	fs.BoolVar(&cfg.Stress, "stress", cfg.Stress, "measure idle connections and logins under a wrong-password flood (\"Under load\")")
 	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out);`+"\n"+
-		`"ui": only the web UI page loads (no --out); "ws": only the /api/ws rows (no --out); "stress": only the "Under load" section (no --out)`)
+		`"ui": only the web UI page loads (no --out); "ws": only the /api/ws rows (no --out); "stress": only the "Under load" section (no --out);`+"\n"+
+		`"diag": only the diagnostics bundle row (no --out)`)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -169,12 +172,12 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 		if cfg.WSClients == 0 || cfg.WSSamples == 0 || cfg.Out != "" {
 			bad = append(bad, "--only ws needs --ws-clients and --ws-samples above 0 and does not write --out")
 		}
-	case "stress":
+	case "stress", "diag":
 		if cfg.Out != "" {
-			bad = append(bad, "--only stress does not write --out")
+			bad = append(bad, "--only "+cfg.Only+" does not write --out")
 		}
 	default:
-		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws and stress", cfg.Only))
+		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws, stress and diag", cfg.Only))
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "kvmbench run: %s\n%s", strings.Join(bad, "; "), usage)

@@ -61,6 +61,7 @@ type report struct {
 	ws               *wsResult     // nil when the /api/ws rows were skipped
 	stress           *stressResult // nil when the "Under load" section was skipped
 	qemu             []*qemuResult // nil when the qemu section was skipped
+	diag             *diagResult   // nil when the diagnostics row was skipped
 }
 
 // reference returns the row r's ratio is against.
@@ -292,6 +293,10 @@ func (rep *report) markdown() []byte {
 				rep.ui.loads, uiWarmup, basePagePath, len(basePageFiles[basePagePath].body), len(basePageFiles["/page.css"].body), len(basePageFiles["/page.js"].body), m.nproc)
 		}
 		writeUI(&b, rep.ui)
+	}
+	if rep.diag != nil {
+		fmt.Fprintf(&b, "\n## Diagnostics bundle\n\n%s", diagMethod())
+		writeDiag(&b, rep.diag)
 	}
 	if rep.qemu != nil {
 		fmt.Fprintf(&b, "\n## ARM builds under qemu-user\n\n")

@@ -44,6 +44,8 @@ type runConfig struct {
 
 	Stress bool // the "Under load" section: idle connections, logins under a flood
 
+	Diag bool // the diagnostics bundle row
+
 	ARMDir         string        // where kvmd-linux-ARCH are; "" skips the qemu section
 	ARMBaselineDir string        // where kvmbench-linux-ARCH are: beside this binary
 	QemuIdle       time.Duration // idle time under qemu before reading RSS
@@ -77,6 +79,7 @@ func defaultRunConfig() runConfig {
 		WSSamples: 10,
 
 		Stress: true,
+		Diag:   true,
 
 		QemuIdle: 2 * time.Second,
 	}
@@ -233,6 +236,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		fmt.Fprint(stdout, wsMethod(res))
 		writeWSRows(stdout, res)
 		return nil
+	case "diag":
+		res, err := runDiagBench(ctx, &procs, kvmd, users, passwd, dir, logf)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, diagMethod())
+		writeDiag(stdout, res)
+		return res.failure()
 	case "stress":
 		res, err := runStress(ctx, cfg, &procs, kvmd, users, passwd, dir, logf)
 		if err != nil {
@@ -359,6 +370,11 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 			return err
 		}
 	}
+	if cfg.Diag {
+		if rep.diag, err = runDiagBench(ctx, &procs, kvmd, users, passwd, dir, logf); err != nil {
+			return err
+		}
+	}
 	rep.finished = time.Now()
 
 	rep.writeTable(stdout)
@@ -371,7 +387,7 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if n := rep.failedRounds(); n > 0 {
 		return fmt.Errorf("%w: %d scenario runs got a wrong status or broke", errRoundsFailed, n)
 	}
-	return errors.Join(rep.ui.failure(), qemuFailed(rep.qemu))
+	return errors.Join(rep.ui.failure(), qemuFailed(rep.qemu), rep.diag.failure())
 }
 
 // demoServeArgs is how kvmd runs for the info rows, the idle RSS and the

@@ -143,6 +143,7 @@ func testRunConfig(t *testing.T) runConfig {
 	cfg.UILoads = 0    // and so do the web UI rows, its pages
 	cfg.Stress = false // and the "Under load" section, its caps and logins
 	cfg.WSClients = 0  // and the /api/ws rows, its ATX
+	cfg.Diag = false   // and the diagnostics row, the bundle
 	return cfg
 }
 
