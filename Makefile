@@ -31,7 +31,8 @@ FUZZ_TARGETS := \
 	FuzzEntryLine:./journal/ \
 	FuzzReader:./journal/export/ \
 	FuzzBindName:./auth/ldapauth/ \
-	FuzzParseResponse:./auth/radiusauth/
+	FuzzParseResponse:./auth/radiusauth/ \
+	FuzzRedact:./diag/
 
 .PHONY: all build demo deps deps-demo run test unit race smoke fuzz rules lint bench cross deb buildroot-check clean
 all: build

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Redacted replaces every secret in a bundle.
@@ -235,7 +236,9 @@ func (r *Redactor) addr(m []byte) []byte {
 }
 
 func (r *Redactor) addName(n string) {
-	if n == "" {
+	// A name that is not text cannot be a word of the pattern; the users
+	// file and the user= of the log hold none (auth.ValidUser).
+	if strings.TrimSpace(n) == "" || !utf8.ValidString(n) {
 		return
 	}
 	r.mu.Lock()
@@ -257,7 +260,7 @@ func (r *Redactor) placeholder(kind, id string) string {
 func (r *Redactor) wordsLocked() {
 	var alts []string
 	for id, p := range r.names {
-		if strings.HasPrefix(p, "user-") || strings.HasPrefix(p, "host-") {
+		if (strings.HasPrefix(p, "user-") || strings.HasPrefix(p, "host-")) && utf8.ValidString(id) {
 			alts = append(alts, regexp.QuoteMeta(id))
 		}
 	}
@@ -272,7 +275,7 @@ func (r *Redactor) placeholderLocked(kind, id string) string {
 	r.counts[kind]++
 	p := fmt.Sprintf("%s-%d", kind, r.counts[kind])
 	r.names[id] = p
-	if kind == "user" || kind == "host" {
+	if (kind == "user" || kind == "host") && utf8.ValidString(id) {
 		r.wordsLocked()
 	}
 	return p
