@@ -175,9 +175,6 @@ func (b *Bundle) Write(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	for _, o := range outs {
-		if o.data == nil {
-			continue
-		}
 		if err := add(o.Name, o.data); err != nil {
 			return err
 		}
@@ -252,6 +249,9 @@ func (b *Bundle) runOne(ctx context.Context, p probe) output {
 			o.Err = fmt.Errorf("cut at its %v timeout: %w", b.cfg.ProbeTimeout, d.err)
 		default:
 			o.Err = d.err
+		}
+		if len(o.data) == 0 && o.Err == nil && o.Skipped == "" {
+			o.data = []byte("(nothing found)\n")
 		}
 		if len(o.data) > maxFile {
 			o.data = append(o.data[:maxFile:maxFile], fmt.Sprintf("\n[cut at %d bytes]\n", maxFile)...)

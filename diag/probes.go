@@ -101,6 +101,10 @@ func (b *Bundle) files(ctx context.Context, w *bytes.Buffer, patterns ...string)
 		for _, n := range names {
 			data, err := b.readFile(ctx, n, 64<<10)
 			if err != nil {
+				if unavailable(err) {
+					fmt.Fprintf(w, "/%s: (unavailable: %v)\n", n, errors.Unwrap(err))
+					continue
+				}
 				if !hw.Absent(err) && !strings.Contains(err.Error(), "is a directory") {
 					fmt.Fprintf(w, "/%s: error: %v\n", n, err)
 					errs = append(errs, err)
@@ -111,6 +115,18 @@ func (b *Bundle) files(ctx context.Context, w *bytes.Buffer, patterns ...string)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unavailable tells the errors with which a sysfs attribute says it has
+// no value now (the carrier of an interface that is down, the speed of a
+// virtual one) from a failure.
+func unavailable(err error) bool {
+	for _, e := range []error{syscall.EINVAL, syscall.ENODEV, syscall.EOPNOTSUPP, syscall.ENODATA, syscall.ENXIO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeValue writes a file's content after its name: on the same line
@@ -174,7 +190,7 @@ func (b *Bundle) tree(ctx context.Context, w *bytes.Buffer, dir string) error {
 		data, err := b.readFile(ctx, rel, 16<<10)
 		if err != nil {
 			fmt.Fprintf(w, "/%s: error: %v\n", rel, err)
-			if !errors.Is(err, fs.ErrPermission) {
+			if !errors.Is(err, fs.ErrPermission) && !unavailable(err) {
 				errs = append(errs, err)
 			}
 			return nil
@@ -291,6 +307,9 @@ func (b *Bundle) journalctl(ctx context.Context, w *bytes.Buffer, args []string)
 	var out bytes.Buffer
 	err := command(ctx, &out, b.cfg.Journal.Journalctl, args...)
 	w.Write(out.Bytes())
+	if err == nil && bytes.Count(out.Bytes(), []byte("\n")) <= 1 {
+		w.WriteString("(no entries)\n")
+	}
 	if err != nil && ctx.Err() == nil {
 		s := out.String()
 		if strings.Contains(s, "No such boot ID") || strings.Contains(s, "Failed to add filter for units") ||
@@ -529,7 +548,12 @@ func (b *Bundle) clockProbe(ctx context.Context, w *bytes.Buffer) error {
 		return err
 	}
 	b.setFacts(func(f *facts) { f.clockSynced = &synced })
-	return command(ctx, w, "timedatectl", "show")
+	// timedatectl adds the NTP service's view; without systemd there is
+	// none, and the kernel's answer above stands.
+	if err := command(ctx, w, "timedatectl", "show"); err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
 }
 
 func (b *Bundle) versionsProbe(ctx context.Context, w *bytes.Buffer) error {
