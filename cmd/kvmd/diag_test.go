@@ -4,7 +4,9 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"kvmd/auth"
 	"kvmd/internal/fixture"
+	"kvmd/internal/testutil"
 	"kvmd/journal/journaltest"
 )
 
@@ -106,5 +109,68 @@ func TestDiagCmdBadFlags(t *testing.T) {
 		if err := run(context.Background(), args, nil, io.Discard, io.Discard); err == nil {
 			t.Errorf("%q: no error", args)
 		}
+	}
+}
+
+// TestServeDiagnostics: the daemon binary serves the bundle of its own
+// root and journal, with its TLS key, users file and 2FA secret removed,
+// to an authenticated client only.
+func TestServeDiagnostics(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if err := fixture.UnpackFile("../../board/testdata/rpi4.ttar", root); err != nil {
+		t.Fatal(err)
+	}
+	users := usersFile(t, "admin", "Serve-Diag-Passw0rd")
+	hashLine, err := os.ReadFile(users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hash, _ := strings.Cut(strings.TrimSpace(string(hashLine)), ":")
+	_, key := testutil.WriteCertPEM(t, dir, testutil.SelfSigned(t))
+	keyPEM, _ := os.ReadFile(key)
+	keyLine := strings.Split(string(keyPEM), "\n")[1]
+	jdir := filepath.Join(dir, "journal")
+	os.Mkdir(jdir, 0o755)
+	journaltest.Write(t, jdir, "system", []journaltest.Entry{
+		{Time: time.Now().Add(-time.Minute), Unit: "kvmd.service", Message: "a key line " + keyLine + " and hash " + hash},
+	})
+	addr := testutil.FreeAddr(t)
+	d := startDaemon(t, nil, nil, "serve", "--listen", addr, "--users", users, "--root", root, "--journal-dir", jdir,
+		"--tls-cert", filepath.Join(dir, "tls.crt"), "--tls-key", key)
+	d.stderr.wait(t, `kvmd listening`)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	url := "https://" + addr + "/api/diagnostics"
+	if code := get(t, client, url, nil); code != 401 {
+		t.Errorf("without credentials: %d, want 401", code)
+	}
+	req, _ := http.NewRequest("GET", url, nil)
+	req.SetBasicAuth("admin", "Serve-Diag-Passw0rd")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), `attachment; filename=kvmd-diag-raspberrypi-`) {
+		t.Fatalf("%d %q: %.300s", resp.StatusCode, resp.Header.Get("Content-Disposition"), body)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(body), int64(len(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for _, f := range zr.File {
+		rc, _ := f.Open()
+		io.Copy(&all, rc)
+		rc.Close()
+	}
+	for _, s := range []string{hash, keyLine, "Serve-Diag-Passw0rd"} {
+		if strings.Contains(all.String(), s) {
+			t.Errorf("the bundle holds the secret %q", s)
+		}
+	}
+	if !strings.Contains(all.String(), "a key line [REDACTED] and hash [REDACTED]") {
+		t.Errorf("the bundle lacks the journal line, redacted")
 	}
 }
