@@ -113,9 +113,7 @@ func plant(t *testing.T) (*env, planted) {
 			"\nldap-url: ldaps://binder:" + ldapPw + "@ldap.example.org\nhttp-auth-url: https://kvm:" + bearer + "@auth.example.org/check\n",
 		leaks: []string{passwd, "OperatorPassw0rd", hash, hash2, totp, radius, bearer, token, ldapPw, envVal, argVal, fileTok, basic},
 	}
-	for _, l := range keyLines {
-		p.leaks = append(p.leaks, l)
-	}
+	p.leaks = append(p.leaks, keyLines...)
 	return e, p
 }
 
