@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"kvmd/auth"
+	"golang.org/x/crypto/bcrypt"
+
 	"kvmd/internal/testutil"
 	"kvmd/journal/journaltest"
 )
@@ -29,14 +30,17 @@ func plant(t *testing.T) (*env, planted) {
 	t.Helper()
 	dir := t.TempDir()
 	const passwd = "PlantedPassw0rd"
-	hash, err := auth.NewHash(passwd)
+	// Real bcrypt hashes, as kvmd user writes them, at the least cost:
+	// what matters is their form.
+	h1, err := bcrypt.GenerateFromPassword([]byte(passwd), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hash2, err := auth.NewHash("OperatorPassw0rd")
+	h2, err := bcrypt.GenerateFromPassword([]byte("OperatorPassw0rd"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
+	hash, hash2 := string(h1), string(h2)
 	const (
 		totp    = "PLANTEDTOTPSECRETQWERTYUIOPASDFG"
 		radius  = "planted-radius-shared"
