@@ -207,7 +207,8 @@ func (b *Bundle) run(ctx context.Context) []output {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
 			case <-ctx.Done():
-				outs[i] = b.cut(p, 0, ctx.Err())
+				r := Result{Name: p.name, Err: fmt.Errorf("not run: %w", b.overall(ctx))}
+				outs[i] = output{Result: r, data: b.note(r)}
 				return
 			}
 			outs[i] = b.runOne(ctx, p)
@@ -261,19 +262,28 @@ func (b *Bundle) runOne(ctx context.Context, p probe) output {
 		}
 		return o
 	case <-pctx.Done():
+		if ctx.Err() != nil {
+			// The bundle's limit, or the client gone: not this probe's fault.
+			r := Result{Name: p.name, Took: time.Since(start), Err: fmt.Errorf("cut: %w", b.overall(ctx))}
+			return output{Result: r, data: b.note(r)}
+		}
 		return b.cut(p, time.Since(start), pctx.Err())
 	}
+}
+
+// overall says why the bundle's context ended.
+func (b *Bundle) overall(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("the bundle's %v limit was reached", b.cfg.Timeout)
+	}
+	return ctx.Err()
 }
 
 // cut is the output of a probe that did not finish.
 func (b *Bundle) cut(p probe, took time.Duration, err error) output {
 	r := Result{Name: p.name, Took: took}
 	if errors.Is(err, context.DeadlineExceeded) {
-		if took > 0 {
-			r.Err = fmt.Errorf("cut at its %v timeout", b.cfg.ProbeTimeout)
-		} else {
-			r.Err = fmt.Errorf("not run: the bundle's %v limit was reached", b.cfg.Timeout)
-		}
+		r.Err = fmt.Errorf("cut at its %v timeout", b.cfg.ProbeTimeout)
 	} else {
 		r.Err = err
 	}

@@ -240,3 +240,29 @@ func TestHangingProbes(t *testing.T) {
 		t.Errorf("the other probes gave nothing: %q", names)
 	}
 }
+
+// TestOverallLimit: with every probe hanging longer than the bundle's
+// limit, the bundle ends at the limit, and the probes that did not get
+// to run say so.
+func TestOverallLimit(t *testing.T) {
+	e := newEnv(t)
+	slow := filepath.Join(t.TempDir(), "journalctl")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config(nil)
+	cfg.Journal.Journalctl = slow
+	cfg.ProbeTimeout, cfg.Timeout = 2*time.Second, 500*time.Millisecond
+	start := time.Now()
+	var out bytes.Buffer
+	if err := New(cfg).Write(context.Background(), &out); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the bundle took %v, its limit is 500ms", took)
+	}
+	_, files := unzip(t, out.Bytes())
+	if sum := files["summary.txt"]; !strings.Contains(sum, "the bundle's 500ms limit was reached") {
+		t.Errorf("summary.txt does not say the limit cut probes:\n%s", sum)
+	}
+}
