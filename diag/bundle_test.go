@@ -172,12 +172,16 @@ func TestFindings(t *testing.T) {
 	os.WriteFile(filepath.Join(e.root, "sys/devices/platform/soc/fe980000.usb/udc/fe980000.usb/state"), []byte("not attached\n"), 0o644)
 	os.WriteFile(filepath.Join(e.root, "sys/devices/virtual/thermal/thermal_zone0/temp"), []byte("85312\n"), 0o644)
 	e.v4l2.Set(filepath.Join(e.root, "dev/video0"), v4l2test.Device{Err: hw.ErrNoSignal})
+	// Bits 16 and 18: under-voltage and throttling since boot, not now
+	// (what vcgencmd get_throttled prints as 0x50000).
+	os.WriteFile(filepath.Join(e.root, "sys/devices/platform/soc/soc:firmware/get_throttled"), []byte("50000\n"), 0o644)
 	var out bytes.Buffer
 	if err := New(e.config(nil)).Write(context.Background(), &out); err != nil {
 		t.Fatal(err)
 	}
 	_, files := unzip(t, out.Bytes())
-	for _, want := range []string{"USB host not connected (controller state: not attached)", "temperature above 80 °C: CPU at 85.3 °C", "no HDMI signal"} {
+	for _, want := range []string{"USB host not connected (controller state: not attached)", "temperature above 80 °C: CPU at 85.3 °C", "no HDMI signal",
+		"under-voltage since boot: the power supply dipped at least once (source: sysfs)", "CPU throttled since boot"} {
 		if !strings.Contains(files["summary.txt"], want) {
 			t.Errorf("summary.txt lacks %q:\n%s", want, files["summary.txt"])
 		}
