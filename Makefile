@@ -34,7 +34,7 @@ FUZZ_TARGETS := \
 	FuzzParseResponse:./auth/radiusauth/ \
 	FuzzRedact:./diag/
 
-.PHONY: all build demo deps deps-demo run test unit race smoke fuzz rules lint bench cross deb buildroot-check clean
+.PHONY: all build demo deps deps-demo run test unit race smoke fuzz rules lint bench cross deb buildroot-check image-test test-image clean
 all: build
 
 build:
@@ -62,18 +62,20 @@ demo:
 	$(BUILD) -tags demo -o bin/kvmd-demo ./cmd/kvmd
 
 ## test: lint, unit and integration tests, race detector, ARM builds under qemu, short fuzzing,
-## the alert rules' unit tests.
-test: deps lint unit race smoke fuzz rules
+## the alert rules' unit tests, and the booted-system test where the host can run it (test-image,
+## below).
+test: deps lint unit race smoke fuzz rules test-image
 
 # Tests that need a tool make deps installs (journal files, qemu-user, Chromium, slapd...) fail,
 # not skip, when it is missing: internal/testutil.Required.
 export JOURNALTEST_REQUIRE := 1
 
-# unit leaves the firmware package (ARM builds under qemu) to smoke. The tools module (tools/:
-# kvmbench, the Buildroot checker, the browser tests of the web UI) is a module of its own, so
-# that the daemon's go.mod lists only what the appliance needs: its tests run from there.
+# unit leaves the firmware package (ARM builds under qemu) to smoke, and the booted system
+# (imagetest/) to test-image: KVMD_IMAGETEST=0 here, whatever make was given. The tools module
+# (tools/: kvmbench, the Buildroot checker, the browser tests of the web UI) is a module of its
+# own, so that the daemon's go.mod lists only what the appliance needs: its tests run from there.
 unit:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/firmware$$')
+	KVMD_IMAGETEST=0 $(GO) test -count=1 $$($(GO) list ./... | grep -v '/firmware$$')
 	cd tools && $(GO) test -count=1 ./...
 
 race:
@@ -85,6 +87,25 @@ race:
 smoke: deps
 	$(GO) test -count=1 -v ./firmware/
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec 'qemu-aarch64 -cpu cortex-a53' ./hw/...
+
+## image-test: the booted-system test (imagetest/): this checkout's Debian package installed with
+## apt into Debian 12 arm64, booted under systemd in qemu-system-aarch64 (TCG where there is no
+## KVM), checked over a forwarded port and a root shell on a second serial port. The root file
+## system is built with mmdebstrap the first time and cached in ~/.cache/kvmd-imagetest
+## (KVMD_IMAGETEST_CACHE), keyed by its package list. KVMD_IMAGETEST_BENCH=BENCHMARKS.md also
+## writes its figures there (make bench keeps that section).
+image-test: deps
+	KVMD_IMAGETEST=1 $(GO) test -count=1 -v -timeout 45m ./imagetest/
+
+# test-image: make test's step: image-test where the host can (imagetest/rootfs.sh -n says why
+# not, and the step passes saying so); KVMD_IMAGETEST=0 skips it, KVMD_IMAGETEST=1 fails where
+# the host cannot.
+test-image: deps
+	@if [ "$${KVMD_IMAGETEST:-}" = 0 ]; then echo "image test skipped: KVMD_IMAGETEST=0"; \
+	elif why=$$(sh imagetest/rootfs.sh -n "$${KVMD_IMAGETEST_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/kvmd-imagetest}" 2>&1); then \
+		$(MAKE) --no-print-directory image-test; \
+	elif [ "$${KVMD_IMAGETEST:-}" = 1 ]; then echo "image test: this host cannot run it: $$why" >&2; exit 1; \
+	else echo "image test SKIPPED: this host cannot run it: $$why"; fi
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -105,7 +126,9 @@ rules: deps
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-SHELL_SCRIPTS = .ci/run $(wildcard scripts/*.sh scripts/deb/post* scripts/deb/pre* buildroot/board/kvmd/*/*.sh)
+SHELL_SCRIPTS = .ci/run $(wildcard scripts/*.sh scripts/deb/post* scripts/deb/pre* buildroot/board/kvmd/*/*.sh) \
+	imagetest/rootfs.sh imagetest/setup/setup imagetest/guest/usr/local/sbin/kvmd-imagetest-init \
+	imagetest/guest/etc/initramfs-tools/hooks/kvmd-imagetest
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

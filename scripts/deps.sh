@@ -24,6 +24,14 @@
 # server, so the package's service is neither started (policy-rc.d below)
 # nor enabled. Its promtool lints the exposition (metrics/) and tests the
 # shipped alert rules (make rules).
+# The booted-system test (make image-test, imagetest/): mmdebstrap builds a
+# Debian arm64 system from Debian's packages, running their maintainer
+# scripts under qemu-user-static through binfmt_misc (arch-test is how
+# mmdebstrap checks that this works); genext2fs writes its file system
+# (mmdebstrap's ext2 format), qemu-utils' qemu-img makes the test's copy of
+# it and qemu-system-arm boots it. binfmt-support registers the emulator;
+# in a container, where nothing mounted binfmt_misc, the end of this script
+# mounts it and enables the aarch64 entry where it may.
 set -eu
 mode=${1:-all}
 need=""
@@ -59,9 +67,38 @@ if [ "$mode" != install ]; then
 		command -v ldapadd >/dev/null 2>&1 || need="$need ldap-utils"
 		[ -x /usr/sbin/freeradius ] || need="$need freeradius"
 		{ command -v qemu-arm && command -v qemu-aarch64; } >/dev/null 2>&1 || need="$need qemu-user"
+		command -v mmdebstrap >/dev/null 2>&1 || need="$need mmdebstrap"
+		command -v arch-test >/dev/null 2>&1 || need="$need arch-test"
+		command -v genext2fs >/dev/null 2>&1 || need="$need genext2fs"
+		command -v qemu-system-aarch64 >/dev/null 2>&1 || need="$need qemu-system-arm"
+		command -v qemu-img >/dev/null 2>&1 || need="$need qemu-utils"
+		if [ "$(uname -m)" != aarch64 ]; then
+			[ -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || need="$need qemu-user-static"
+			command -v update-binfmts >/dev/null 2>&1 || need="$need binfmt-support"
+		fi
+		# Not as root, mmdebstrap works in a user namespace, with newuidmap.
+		[ "$(id -u)" = 0 ] || command -v newuidmap >/dev/null 2>&1 || need="$need uidmap"
 	fi
 fi
-[ -z "$need" ] && exit 0
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+# binfmt enables the emulator for arm64 programs, for mmdebstrap: where
+# binfmt_misc is not mounted (a container), it is mounted here, and the
+# entry that qemu-user-static installs is enabled (update-binfmts could not
+# register it then). A host that cannot (an unprivileged container) is left
+# as it is: make test then skips the image test and says why.
+binfmt() {
+	[ "$mode" = all ] && [ "$(uname -m)" != aarch64 ] && [ "${DEPS_DRY_RUN:-}" != 1 ] || return 0
+	[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] && return 0
+	if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+		$sudo mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || return 0
+	fi
+	$sudo update-binfmts --enable qemu-aarch64 2>/dev/null || true
+}
+if [ -z "$need" ]; then
+	binfmt
+	exit 0
+fi
 if [ "${DEPS_DRY_RUN:-}" = 1 ]; then
 	echo "would install:$need"
 	exit 0
@@ -76,8 +113,6 @@ if [ "$mode" = demo ]; then
 	exit 0
 fi
 echo "installing:$need"
-sudo=""
-[ "$(id -u)" = 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
 # A package's postinst starts its service through invoke-rc.d, which runs the
 # init script where systemd does not run (a container): a policy-rc.d that
@@ -97,3 +132,4 @@ for svc in prometheus slapd freeradius; do
 	*" $svc "*) $sudo systemctl disable --quiet "$svc.service" 2>/dev/null || true ;;
 	esac
 done
+binfmt

@@ -379,7 +379,11 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 
 	rep.writeTable(stdout)
 	if cfg.Out != "" {
-		if err := writeFileAtomic(cfg.Out, rep.markdown()); err != nil {
+		md, err := withKeptSection(cfg.Out, rep.markdown())
+		if err != nil {
+			return fmt.Errorf("writing report: %w", err)
+		}
+		if err := writeFileAtomic(cfg.Out, md); err != nil {
 			return fmt.Errorf("writing report: %w", err)
 		}
 		logf("wrote %s", cfg.Out)

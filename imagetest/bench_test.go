@@ -1,0 +1,169 @@
+package imagetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The section of BENCHMARKS.md that the image test writes, between these
+// lines; make bench (tools/cmd/kvmbench) keeps it when it rewrites the file.
+const (
+	benchBegin = "<!-- imagetest:begin -->"
+	benchEnd   = "<!-- imagetest:end -->"
+)
+
+// figures are the measurements for BENCHMARKS.md.
+type figures struct {
+	image, install, bootToAnswer, rebootToAnswer, watchdogRestart time.Duration
+	imageBuilt                                                    bool
+	guestStartup                                                  string // systemd-analyze time
+	guestKernel                                                   string
+	qemu                                                          string
+	daemonStart                                                   time.Duration
+	rssIdle, rssAfter                                             int // KiB
+}
+
+func (f *figures) report(t *testing.T) {
+	t.Logf("imagetest: image_s=%.0f built=%v install_s=%.0f boot_to_answer_s=%.1f reboot_to_answer_s=%.1f daemon_start_ms=%d watchdog_restart_s=%.0f rss_idle_kib=%d rss_after_kib=%d guest_startup=%q",
+		f.image.Seconds(), f.imageBuilt, f.install.Seconds(), f.bootToAnswer.Seconds(), f.rebootToAnswer.Seconds(),
+		f.daemonStart.Milliseconds(), f.watchdogRestart.Seconds(), f.rssIdle, f.rssAfter, f.guestStartup)
+	path := os.Getenv("KVMD_IMAGETEST_BENCH")
+	if path == "" || t.Failed() {
+		return
+	}
+	// Relative to the checkout, as make image-test is run from there (go
+	// test runs in this directory).
+	if !filepath.IsAbs(path) {
+		path = filepath.Join("..", path)
+	}
+	if err := writeBenchSection(path, f.markdown(time.Now())); err != nil {
+		t.Errorf("writing %s: %v", path, err)
+		return
+	}
+	t.Logf("wrote the booted-system section of %s", path)
+}
+
+func mib(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+
+// markdown is the BENCHMARKS.md section, markers included.
+func (f *figures) markdown(now time.Time) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	host, _ := os.Hostname()
+	w("%s", benchBegin)
+	w("## Booted arm64 system (qemu-system-aarch64)")
+	w("")
+	w("Produced by the booted-system test, `KVMD_IMAGETEST_BENCH=BENCHMARKS.md make image-test`")
+	w("(imagetest/; `make bench` keeps this section as it is). The Debian package of the checkout,")
+	w("installed with `apt install ./kvmd_*.deb` into Debian 12 arm64 (kernel %s), booted under", f.guestKernel)
+	w("systemd in %s, `-M virt -cpu %s -smp 2 -m 1024`, **emulated by TCG** on", f.qemu, qemuCPU)
+	w("this %d-CPU %s host (%s, %s UTC), with the other work of the machine. The times are the", runtime.NumCPU(), runtime.GOARCH, host, now.UTC().Format("2006-01-02 15:04"))
+	w("emulator's, several times what a Raspberry Pi takes; the RSS is the daemon's own (VmRSS of its")
+	w("main process in the guest's `/proc/PID/status`), as on a device.")
+	w("")
+	w("| measure | value |")
+	w("|---|---:|")
+	w("| power-on (qemu started) to kvmd answering HTTPS on the forwarded port (the first request starts it through kvmd.socket) | %.1f s |", f.bootToAnswer.Seconds())
+	w("| `systemctl reboot` to kvmd answering again | %.1f s |", f.rebootToAnswer.Seconds())
+	w("| the guest's `systemd-analyze time` | %s |", f.guestStartup)
+	w("| kvmd's start, exec to `READY=1` (systemd's timestamps) | %d ms |", f.daemonStart.Milliseconds())
+	w("| kvmd VmRSS, idle after the first boot | %s |", mib(f.rssIdle))
+	w("| kvmd VmRSS after the `/api/info` and `/api/log` checks (follow included) | %s |", mib(f.rssAfter))
+	w("| watchdog: `SIGSTOP` to the daemon restarted and running (`WatchdogSec=30s`) | %.0f s |", f.watchdogRestart.Seconds())
+	w("| install boot: `apt install ./kvmd_*.deb` in the never-booted system, power off | %.0f s |", f.install.Seconds())
+	if f.imageBuilt {
+		w("| root file system built with mmdebstrap (not cached: a cold run) | %.0f s |", f.image.Seconds())
+	} else {
+		w("| root file system taken from the cache (a warm run) | %.1f s |", f.image.Seconds())
+	}
+	w("%s", benchEnd)
+	return b.String()
+}
+
+// writeBenchSection puts section into the file at path: in place of the
+// one between the markers, or at the end when there is none.
+func writeBenchSection(path, section string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	var out []byte
+	i := bytes.Index(old, []byte(benchBegin))
+	j := bytes.Index(old, []byte(benchEnd))
+	switch {
+	case i >= 0 && j > i:
+		out = append(append(append(out, old[:i]...), strings.TrimSuffix(section, "\n")...), old[j+len(benchEnd):]...)
+		if !bytes.HasSuffix(out, []byte("\n")) {
+			out = append(out, '\n')
+		}
+	case i >= 0 || j >= 0:
+		return fmt.Errorf("%s has one of %s and %s without the other", path, benchBegin, benchEnd)
+	default:
+		out = old
+		if len(out) > 0 {
+			out = append(bytes.TrimRight(out, "\n"), "\n\n"...)
+		}
+		out = append(out, section...)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".bench*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(out); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// TestBenchSection runs without the image: the section replaces the old
+// one, or is added at the end, and the rest of the file stays.
+func TestBenchSection(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "BENCHMARKS.md")
+	sec := func(s string) string { return benchBegin + "\n" + s + "\n" + benchEnd + "\n" }
+	for _, tc := range []struct{ name, old, want string }{
+		{"no file", "", sec("new")},
+		{"appended", "# B\n\nrows\n", "# B\n\nrows\n\n" + sec("new")},
+		{"replaced", "# B\n" + sec("old") + "\n## after\n", "# B\n" + sec("new") + "\n## after\n"},
+		{"replaced at the end", "# B\n\n" + sec("old"), "# B\n\n" + sec("new")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(path)
+			if tc.old != "" {
+				if err := os.WriteFile(path, []byte(tc.old), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := writeBenchSection(path, sec("new")); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(path)
+			if string(got) != tc.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+	if err := os.WriteFile(path, []byte("x "+benchBegin+" y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeBenchSection(path, sec("new")); err == nil {
+		t.Error("a begin marker without an end: no error")
+	}
+}
