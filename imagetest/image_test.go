@@ -27,7 +27,7 @@ import (
 // busier than that.
 const (
 	installTimeout = 8 * time.Minute
-	bootTimeout    = 6 * time.Minute
+	bootTimeout    = 10 * time.Minute
 	// watchdogSec is kvmd.service's WatchdogSec=; the restart must come
 	// within it plus watchdogMargin (RestartSec=3s, the kill, the new
 	// start, all emulated).
