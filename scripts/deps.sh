@@ -34,6 +34,8 @@
 # mounts it and enables the aarch64 entry where it may.
 set -eu
 mode=${1:-all}
+machine=$(uname -m 2>/dev/null) || machine=unknown
+uid=$(id -u 2>/dev/null) || uid=unknown
 need=""
 case $mode in
 all | demo) ;;
@@ -72,24 +74,24 @@ if [ "$mode" != install ]; then
 		command -v genext2fs >/dev/null 2>&1 || need="$need genext2fs"
 		command -v qemu-system-aarch64 >/dev/null 2>&1 || need="$need qemu-system-arm"
 		command -v qemu-img >/dev/null 2>&1 || need="$need qemu-utils"
-		if [ "$(uname -m)" != aarch64 ]; then
+		if [ "$machine" != aarch64 ]; then
 			[ -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || need="$need qemu-user-static"
 			command -v update-binfmts >/dev/null 2>&1 || need="$need binfmt-support"
 		fi
 		# Not as root, mmdebstrap works in a user namespace, with newuidmap.
-		[ "$(id -u)" = 0 ] || command -v newuidmap >/dev/null 2>&1 || need="$need uidmap"
+		[ "$uid" = 0 ] || command -v newuidmap >/dev/null 2>&1 || need="$need uidmap"
 	fi
 fi
-sudo=""
-[ "$(id -u)" = 0 ] || sudo="sudo"
 # binfmt enables the emulator for arm64 programs, for mmdebstrap: where
 # binfmt_misc is not mounted (a container), it is mounted here, and the
 # entry that qemu-user-static installs is enabled (update-binfmts could not
 # register it then). A host that cannot (an unprivileged container) is left
 # as it is: make test then skips the image test and says why.
 binfmt() {
-	[ "$mode" = all ] && [ "$(uname -m)" != aarch64 ] && [ "${DEPS_DRY_RUN:-}" != 1 ] || return 0
+	[ "$mode" = all ] && [ "$machine" != aarch64 ] && [ "${DEPS_DRY_RUN:-}" != 1 ] || return 0
 	[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] && return 0
+	sudo=""
+	[ "$uid" = 0 ] || sudo="sudo"
 	if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
 		$sudo mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || return 0
 	fi
@@ -113,6 +115,8 @@ if [ "$mode" = demo ]; then
 	exit 0
 fi
 echo "installing:$need"
+sudo=""
+[ "$uid" = 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
 # A package's postinst starts its service through invoke-rc.d, which runs the
 # init script where systemd does not run (a container): a policy-rc.d that
