@@ -343,12 +343,12 @@ func (s *system) testWatchdog(t *testing.T, fig *figures) {
 	sh.must(t, fmt.Sprintf("kill -STOP %d", pid))
 	stopped := time.Now()
 	var newPID int
-	if !waitFor(context.Background(), watchdogSec+watchdogMargin, time.Second, func() bool {
+	if !waitFor(context.Background(), watchdogTimeout+watchdogMargin, time.Second, func() bool {
 		p := s.props(t, "kvmd.service", "MainPID", "ActiveState", "SubState")
 		newPID, _ = strconv.Atoi(p["MainPID"])
 		return newPID != 0 && newPID != pid && p["ActiveState"] == "active" && p["SubState"] == "running"
 	}) {
-		t.Fatalf("kvmd (PID %d) stopped with SIGSTOP was not restarted within %v", pid, watchdogSec+watchdogMargin)
+		t.Fatalf("kvmd (PID %d) stopped with SIGSTOP was not restarted within %v", pid, watchdogTimeout+watchdogMargin)
 	}
 	fig.watchdogRestart = time.Since(stopped)
 	if st, _, err := s.c.do("GET", "/api/auth/check", s.creds(t), nil); err != nil || st != 200 {
@@ -362,7 +362,7 @@ func (s *system) testWatchdog(t *testing.T, fig *figures) {
 	if !strings.Contains(log, "Watchdog timeout") {
 		t.Errorf("systemd did not log a watchdog timeout:\n%s", tail(log, 3000))
 	}
-	t.Logf("SIGSTOP to restarted and running: %v (WatchdogSec=%v)", fig.watchdogRestart.Round(time.Second), watchdogSec)
+	t.Logf("SIGSTOP to restarted and running: %v (WatchdogSec=%v)", fig.watchdogRestart.Round(time.Second), watchdogTimeout)
 }
 
 // testReboot: users and the 2FA secret survive a reboot; sessions do not.

@@ -28,11 +28,11 @@ import (
 const (
 	installTimeout = 8 * time.Minute
 	bootTimeout    = 10 * time.Minute
-	// watchdogSec is kvmd.service's WatchdogSec=; the restart must come
+	// watchdogTimeout is kvmd.service's WatchdogSec=; the restart must come
 	// within it plus watchdogMargin (RestartSec=3s, the kill, the new
 	// start, all emulated).
-	watchdogSec    = 30 * time.Second
-	watchdogMargin = 40 * time.Second
+	watchdogTimeout = 30 * time.Second
+	watchdogMargin  = 40 * time.Second
 )
 
 // The banner's password line (firstboot.go's banner and alphabet).
