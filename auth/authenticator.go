@@ -24,10 +24,24 @@ const (
 	MethodBasic  Method = "basic"
 	MethodPeer   Method = "peer"
 	MethodLogin  Method = "login"
+	MethodToken  Method = "token"
 )
 
 // Methods lists every Method, in the order they are tried (login aside).
-var Methods = [...]Method{MethodHeader, MethodCookie, MethodBasic, MethodPeer, MethodLogin}
+var Methods = [...]Method{MethodHeader, MethodCookie, MethodToken, MethodBasic, MethodPeer, MethodLogin}
+
+// Principal is who a session or an API token lets in.
+type Principal struct {
+	User string
+	Role Role
+	// Done ends when the session or the token ends (logout, DELETE,
+	// expiry, revocation, the user removed or given another role): the
+	// requests it let in, log follows and WebSockets, end with it.
+	Done context.Context
+	// Session is the session's id (SessionInfo.ID); Token the API
+	// token's name.
+	Session, Token string
+}
 
 // Result is how an authentication attempt ended, for the counters.
 type Result uint8
@@ -121,6 +135,7 @@ type Authenticator struct {
 	TOTP     *TOTP     // nil: 2FA not configured
 	External *External // nil: the users file for everyone
 	Sessions *Sessions
+	Tokens   *Tokens // nil: no API tokens
 	Limiter  *Limiter
 	Log      *slog.Logger
 	Now      func() time.Time
@@ -140,6 +155,21 @@ func New(users *Users, tfa *TOTP, sessions *Sessions, limiter *Limiter, log *slo
 	users.OnChange = func(user string) {
 		if n := sessions.EndUser(user); n > 0 {
 			log.Info("sessions ended: user changed or removed", "user", user, "sessions", n)
+		}
+		if a.Tokens != nil {
+			a.Tokens.EndUser(user)
+		}
+	}
+	// A role change ends the user's sessions and the open requests of
+	// its tokens: a stream opened with the old role (a WebSocket that
+	// switches ATX) must not outlive it. Requests check the role anew.
+	users.OnRoleChange = func(user string, old, new Role) {
+		log.Info("role changed", "user", user, "old", old.String(), "new", new.String(), "method", "file")
+		if n := sessions.EndUser(user); n > 0 {
+			log.Info("sessions ended: role changed", "user", user, "sessions", n)
+		}
+		if a.Tokens != nil {
+			a.Tokens.EndUser(user)
 		}
 	}
 	return a
@@ -346,27 +376,90 @@ func (a *Authenticator) Login(ctx context.Context, user, passwd string, expire t
 	if err := a.Password(ctx, user, passwd, MethodLogin, addr); err != nil {
 		return "", 0, err
 	}
-	return a.Sessions.New(user, expire, a.Now())
+	return a.Sessions.Start(user, addr, MethodLogin, expire, a.Now())
 }
 
-// Session returns the user of a session token. The token must have passed
+// Role returns user's role (Users.Role): admin for a user the roles file
+// does not name.
+func (a *Authenticator) Role(user string) Role { return a.Users.Role(user) }
+
+// Session returns who a session token lets in. The token must have passed
 // ValidToken.
-func (a *Authenticator) Session(token string, addr netip.Addr) (string, error) {
+func (a *Authenticator) Session(token string, addr netip.Addr) (Principal, error) {
 	now := a.Now()
 	a.Users.Refresh(false) // a removed user's sessions end promptly
-	user, ok := a.Sessions.Check(token, now)
-	if !ok {
+	ss := a.Sessions.check(token, now)
+	if ss == nil {
 		a.logFailure("-", MethodCookie, addr, "unknown or expired session", 0)
 		a.counts.add(MethodCookie, ResultFailed)
-		return "", ErrForbidden
+		return Principal{}, ErrForbidden
 	}
 	a.counts.add(MethodCookie, ResultOK)
-	return user, nil
+	return Principal{User: ss.user, Role: a.Users.Role(ss.user), Done: ss.ctx, Session: ss.id()}, nil
+}
+
+// tokenLogEvery is the least time between two "token used" lines of one
+// token: its first use is logged, then one line an hour at most.
+const tokenLogEvery = time.Hour
+
+// Token returns who an API token lets in. The token must have passed
+// ValidAPIToken. It is refused once revoked, expired, or its user gone
+// from the users file; its role is the lower of its own and its user's
+// present one.
+func (a *Authenticator) Token(secret string, addr netip.Addr) (Principal, error) {
+	now := a.Now()
+	if wait := a.Limiter.Blocked(addr, now); wait > 0 {
+		a.counts.add(MethodToken, ResultBlocked)
+		return Principal{}, &RateLimitedError{Wait: wait}
+	}
+	if a.Tokens == nil {
+		return Principal{}, a.fail("-", MethodToken, addr, "API tokens not configured")
+	}
+	lt, ctx := a.Tokens.check(secret, now)
+	if lt == nil {
+		return Principal{}, a.fail("-", MethodToken, addr, "unknown, revoked or expired API token")
+	}
+	user := lt.info.User
+	a.Users.Refresh(false)
+	external := a.External != nil && !a.External.Local(user)
+	if !external && !a.Users.Has(user) {
+		return Principal{}, a.fail(user, MethodToken, addr, "API token of a user no longer in the users file", "token", lt.info.Name)
+	}
+	role := min(lt.role, a.Users.Role(user))
+	a.counts.add(MethodToken, ResultOK)
+	if last := lt.announce.Load(); now.UnixNano()-last >= int64(tokenLogEvery) && lt.announce.CompareAndSwap(last, now.UnixNano()) {
+		a.Log.Info("token used", "user", user, "token", lt.info.Name, "role", role.String(), "method", string(MethodToken), "addr", addrString(addr))
+	}
+	return Principal{User: user, Role: role, Done: ctx, Token: lt.info.Name}, nil
 }
 
 // Logout ends the session of token, if there is one.
 func (a *Authenticator) Logout(token, user string, addr netip.Addr) {
 	if a.Sessions.End(token) {
-		a.Log.Info("logout", "user", user, "addr", addrString(addr))
+		a.Log.Info("logout", "user", user, "method", string(MethodCookie), "addr", addrString(addr))
 	}
+}
+
+// Sessions lists the live sessions of user, everyone's for "".
+func (a *Authenticator) SessionList(user string) []SessionInfo {
+	return a.Sessions.List(user, a.Now())
+}
+
+// EndSession ends the session id when it is one of user's (any user's
+// for ""), logging who did it from where.
+func (a *Authenticator) EndSession(id, user, by string, m Method, addr netip.Addr) bool {
+	owner, ok := a.Sessions.EndID(id, user)
+	if ok {
+		a.Log.Info("session ended", "user", owner, "session", id, "by", by, "method", string(m), "addr", addrString(addr))
+	}
+	return ok
+}
+
+// EndSessions ends every session of user, logging who did it.
+func (a *Authenticator) EndSessions(user, by string, m Method, addr netip.Addr) int {
+	n := a.Sessions.EndUser(user)
+	if n > 0 {
+		a.Log.Info("sessions ended", "user", user, "sessions", n, "by", by, "method", string(m), "addr", addrString(addr))
+	}
+	return n
 }

@@ -507,8 +507,8 @@ func TestExternalSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.fake.SetErr(backend.ErrUnavailable) // the session needs no backend
-	if u, err := e.a.Session(tok, here); err != nil || u != "alice" {
-		t.Errorf("Session: %q %v", u, err)
+	if p, err := e.a.Session(tok, here); err != nil || p.User != "alice" {
+		t.Errorf("Session: %q %v", p.User, err)
 	}
 	if _, _, err := e.a.Login(context.Background(), "alice", "wrong", 0, here); outcome(err) != "unavailable" {
 		t.Errorf("login while down: %v", err)

@@ -1,11 +1,13 @@
 package auth
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -62,9 +64,36 @@ type session struct {
 	key     [32]byte
 	token   string
 	user    string
+	addr    netip.Addr
+	method  Method
 	created time.Time
 	expires time.Time // zero: no absolute limit
 	used    atomic.Int64
+	// ctx ends when the session does (removed, or its lifetime over):
+	// the requests it let in end with it (Principal.Done).
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// id names a session without giving its token away: the first 16 hex
+// digits of the token's SHA-256, which is what the map is keyed by.
+func (s *session) id() string { return hex.EncodeToString(s.key[:8]) }
+
+// SessionInfo is what a person may see of a session: never its token.
+type SessionInfo struct {
+	ID       string    `json:"id"`
+	User     string    `json:"user"`
+	Addr     string    `json:"addr"`
+	Method   Method    `json:"method"`
+	Created  time.Time `json:"created"`
+	LastUsed time.Time `json:"last_used"`
+	// Expires is zero when the session has no absolute limit.
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+func (s *session) info() SessionInfo {
+	return SessionInfo{ID: s.id(), User: s.user, Addr: addrString(s.addr), Method: s.method,
+		Created: s.created, LastUsed: time.Unix(0, s.used.Load()), Expires: s.expires}
 }
 
 func (s *session) alive(now time.Time, idle time.Duration) bool {
@@ -78,6 +107,12 @@ func (s *session) alive(now time.Time, idle time.Duration) bool {
 // when it has none). A positive expire shortens the lifetime; it never
 // lengthens it.
 func (s *Sessions) New(user string, expire time.Duration, now time.Time) (string, time.Duration, error) {
+	return s.Start(user, netip.Addr{}, MethodLogin, expire, now)
+}
+
+// Start is New for a session started from addr by method m, which the
+// session list shows.
+func (s *Sessions) Start(user string, addr netip.Addr, m Method, expire time.Duration, now time.Time) (string, time.Duration, error) {
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", 0, err
@@ -86,10 +121,15 @@ func (s *Sessions) New(user string, expire time.Duration, now time.Time) (string
 	if expire > 0 && (life <= 0 || expire < life) {
 		life = expire
 	}
-	ss := &session{token: hex.EncodeToString(raw[:]), user: user, created: now}
+	ss := &session{token: hex.EncodeToString(raw[:]), user: user, addr: addr, method: m, created: now}
 	ss.key = sha256.Sum256([]byte(ss.token))
 	if life > 0 {
 		ss.expires = now.Add(life)
+		// The deadline is in real time even when now is a test's clock:
+		// what matters is that a stream ends when its session does.
+		ss.ctx, ss.cancel = context.WithTimeout(context.Background(), ss.expires.Sub(now))
+	} else {
+		ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	}
 	ss.used.Store(now.UnixNano())
 
@@ -151,6 +191,7 @@ func (s *Sessions) remove(ss *session) {
 	if s.m[ss.key] != ss {
 		return
 	}
+	ss.cancel()
 	delete(s.m, ss.key)
 	list := s.byUser[ss.user]
 	if i := slices.Index(list, ss); i >= 0 {
@@ -165,21 +206,69 @@ func (s *Sessions) remove(ss *session) {
 
 // Check returns the user of a live session and marks it used.
 func (s *Sessions) Check(token string, now time.Time) (string, bool) {
+	ss := s.check(token, now)
+	if ss == nil {
+		return "", false
+	}
+	return ss.user, true
+}
+
+func (s *Sessions) check(token string, now time.Time) *session {
 	k := sha256.Sum256([]byte(token))
 	s.mu.RLock()
 	ss := s.m[k]
 	s.mu.RUnlock()
 	if ss == nil || subtle.ConstantTimeCompare([]byte(ss.token), []byte(token)) != 1 {
-		return "", false
+		return nil
 	}
 	if !ss.alive(now, s.Idle) {
 		s.mu.Lock()
 		s.remove(ss)
 		s.mu.Unlock()
-		return "", false
+		return nil
 	}
 	ss.used.Store(now.UnixNano())
-	return ss.user, true
+	return ss
+}
+
+// List returns the live sessions of user, or of everyone when user is
+// "", oldest first.
+func (s *Sessions) List(user string, now time.Time) []SessionInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []SessionInfo
+	add := func(list []*session) {
+		for _, ss := range list {
+			if ss.alive(now, s.Idle) {
+				out = append(out, ss.info())
+			}
+		}
+	}
+	if user != "" {
+		add(s.byUser[user])
+	} else {
+		for _, list := range s.byUser {
+			add(list)
+		}
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return a.Created.Compare(b.Created) })
+	return out
+}
+
+// EndID ends the session with id, if it is one of user's (any user's when
+// user is ""), and returns its user.
+func (s *Sessions) EndID(id, user string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, list := range s.byUser {
+		for _, ss := range list {
+			if ss.id() == id && (user == "" || ss.user == user) {
+				s.remove(ss)
+				return ss.user, true
+			}
+		}
+	}
+	return "", false
 }
 
 // End ends the session of token and reports whether there was one.
@@ -201,6 +290,7 @@ func (s *Sessions) EndUser(user string) int {
 	defer s.mu.Unlock()
 	list := s.byUser[user]
 	for _, ss := range list {
+		ss.cancel()
 		delete(s.m, ss.key)
 	}
 	delete(s.byUser, user)

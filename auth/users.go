@@ -2,7 +2,9 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
@@ -30,6 +32,14 @@ type Users struct {
 	path  string
 	log   *slog.Logger
 	watch fileWatch
+	// rolesWatch watches the roles file next to the users file
+	// (RolesPath); roles is what it says, nil when there is none.
+	rolesWatch fileWatch
+	roles      map[string]Role
+
+	// OnRoleChange is called, after a re-read of the roles file, for
+	// each user whose role changed. Set it before the first Verify.
+	OnRoleChange func(user string, old, new Role)
 
 	// OnChange is called, after a re-read, for each user whose entry changed
 	// or disappeared. Set it before the first Verify.
@@ -54,11 +64,12 @@ type Users struct {
 // again.
 func OpenUsers(path string, log *slog.Logger) (*Users, error) {
 	u := &Users{
-		path:  path,
-		log:   log,
-		watch: fileWatch{path: path},
-		cache: make(map[[32]byte]uint64),
-		slow:  newHashGate(runtime.GOMAXPROCS(0)),
+		path:       path,
+		log:        log,
+		watch:      fileWatch{path: path},
+		rolesWatch: fileWatch{path: RolesPath(path)},
+		cache:      make(map[[32]byte]uint64),
+		slow:       newHashGate(runtime.GOMAXPROCS(0)),
 	}
 	var err error
 	if u.cacheKey, err = newCacheKeyer(); err != nil {
@@ -97,6 +108,9 @@ func (u *Users) Names() []string {
 // Refresh re-reads the file if it changed. Without force it looks at the
 // file at most every watchInterval.
 func (u *Users) Refresh(force bool) {
+	if u.rolesWatch.changed(force) {
+		u.refreshRoles()
+	}
 	if !u.watch.changed(force) {
 		return
 	}
@@ -208,4 +222,82 @@ func (u *Users) verify(ctx context.Context, user, passwd, extra string, remember
 	}
 	u.cacheMu.Unlock()
 	return true, false, nil
+}
+
+// Has reports whether user is in the users file.
+func (u *Users) Has(user string) bool {
+	u.mu.RLock()
+	_, ok := u.lines[user]
+	u.mu.RUnlock()
+	return ok
+}
+
+// Role returns user's role: the roles file's, and admin for a user it
+// does not name (every user was an admin before roles). It is a map
+// lookup under a read lock: cheap enough for every request. It does not
+// say whether the user exists (Has).
+func (u *Users) Role(user string) Role {
+	u.mu.RLock()
+	r, ok := u.roles[user]
+	u.mu.RUnlock()
+	if !ok {
+		return RoleAdmin
+	}
+	return r
+}
+
+// refreshRoles re-reads the roles file. A file that is missing gives every
+// user the admin role; one that cannot be read makes every user a viewer
+// until it can (fail closed: a role taken away must not come back because
+// the file was unreadable for a moment).
+func (u *Users) refreshRoles() {
+	path := RolesPath(u.path)
+	roles := map[string]Role{}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		roles = nil
+	case err != nil:
+		u.log.Error("roles file unreadable: every user is a viewer until it is", "path", path, "err", err)
+		roles = map[string]Role{}
+		u.mu.Lock()
+		for name := range u.lines {
+			roles[name] = RoleViewer
+		}
+		for name := range u.roles {
+			roles[name] = RoleViewer
+		}
+		u.mu.Unlock()
+	default:
+		f, errs := ParseRoles(data)
+		for _, e := range errs {
+			u.log.Warn("roles file", "path", path, "err", e)
+		}
+		roles = f.Map()
+	}
+	u.mu.Lock()
+	old := u.roles
+	u.roles = roles
+	u.mu.Unlock()
+	if u.OnRoleChange == nil {
+		return
+	}
+	get := func(m map[string]Role, user string) Role {
+		if r, ok := m[user]; ok {
+			return r
+		}
+		return RoleAdmin
+	}
+	seen := map[string]bool{}
+	for _, m := range []map[string]Role{old, roles} {
+		for user := range m {
+			if seen[user] {
+				continue
+			}
+			seen[user] = true
+			if o, n := get(old, user), get(roles, user); o != n {
+				u.OnRoleChange(user, o, n)
+			}
+		}
+	}
 }

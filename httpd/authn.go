@@ -25,9 +25,21 @@ type Authenticator interface {
 	// shortened to expire when positive. It returns the session's token
 	// and lifetime (0: none).
 	Login(ctx context.Context, user, passwd string, expire time.Duration, addr netip.Addr) (token string, life time.Duration, err error)
-	// Session returns the user of a session token that passed
-	// auth.ValidToken.
-	Session(token string, addr netip.Addr) (user string, err error)
+	// Session returns who a session token that passed auth.ValidToken
+	// lets in.
+	Session(token string, addr netip.Addr) (auth.Principal, error)
+	// Token returns who an API token that passed auth.ValidAPIToken
+	// lets in.
+	Token(secret string, addr netip.Addr) (auth.Principal, error)
+	// Role returns the role of a user whose password was checked.
+	Role(user string) auth.Role
+	// SessionList lists the live sessions of user (everyone's for "").
+	SessionList(user string) []auth.SessionInfo
+	// EndSession ends session id if it is user's (anyone's for ""); by,
+	// m and addr say who asked, for the log.
+	EndSession(id, user, by string, m auth.Method, addr netip.Addr) bool
+	// EndSessions ends every session of user.
+	EndSessions(user, by string, m auth.Method, addr netip.Addr) int
 	// Logout ends the session of token, if there is one.
 	Logout(token, user string, addr netip.Addr)
 	// Peer counts a request let in by its unix-socket peer credentials.
@@ -52,7 +64,11 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 			return Identity{}, err
 		}
 		id := Identity{User: user, Method: auth.MethodHeader}
-		return id, authError(a.Password(ctx, user, passwd, auth.MethodHeader, addr))
+		if err := a.Password(ctx, user, passwd, auth.MethodHeader, addr); err != nil {
+			return id, authError(err)
+		}
+		id.Role = a.Role(user)
+		return id, nil
 	}
 
 	if token, present, err := sessionToken(r); present {
@@ -62,11 +78,21 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 		if err := crossOrigin.Check(r); err != nil {
 			return Identity{}, errCrossOrigin
 		}
-		user, err := a.Session(token, addr)
-		return Identity{User: user, Method: auth.MethodCookie, Token: token}, authError(err)
+		p, err := a.Session(token, addr)
+		return Identity{User: p.User, Method: auth.MethodCookie, Role: p.Role, Token: token, Session: p.Session, done: p.Done}, authError(err)
 	}
 
-	if h := r.Header.Get("Authorization"); len(h) >= 6 && strings.EqualFold(h[:6], "basic ") {
+	h := r.Header.Get("Authorization")
+	if len(h) >= 7 && strings.EqualFold(h[:7], "bearer ") {
+		// Only kvmd's own API tokens: any other bearer credential is
+		// no credential, as before tokens existed.
+		if secret := strings.TrimSpace(h[7:]); auth.ValidAPIToken(secret) == nil {
+			p, err := a.Token(secret, addr)
+			return Identity{User: p.User, Method: auth.MethodToken, Role: p.Role, APIToken: p.Token, done: p.Done}, authError(err)
+		}
+		return Identity{}, errUnauthorized
+	}
+	if len(h) >= 6 && strings.EqualFold(h[:6], "basic ") {
 		user, passwd, ok := parseBasic(h[6:])
 		if !ok {
 			return Identity{}, errUnauthorized
@@ -79,12 +105,18 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 			return Identity{}, err
 		}
 		id := Identity{User: user, Method: auth.MethodBasic}
-		return id, authError(a.Password(ctx, user, passwd, auth.MethodBasic, addr))
+		if err := a.Password(ctx, user, passwd, auth.MethodBasic, addr); err != nil {
+			return id, authError(err)
+		}
+		id.Role = a.Role(user)
+		return id, nil
 	}
 
 	if ci := connInfoFrom(ctx); peerOK && ci != nil && ci.peerOK && !proxied(r.Header) {
 		a.Peer()
-		return Identity{User: ci.peerName, Method: auth.MethodPeer}, nil
+		// A local process of root or the socket's group is trusted
+		// with everything, as before roles.
+		return Identity{User: ci.peerName, Method: auth.MethodPeer, Role: auth.RoleAdmin}, nil
 	}
 	return Identity{}, errUnauthorized
 }

@@ -28,10 +28,15 @@ import (
 
 // testUsers are the users every test server knows.
 var testUsers = map[string]string{
-	"admin":  "admin-pass",
-	"colon":  "pa:ss:word",
-	"viewer": "viewer pass",
+	"admin":    "admin-pass",
+	"colon":    "pa:ss:word",
+	"viewer":   "viewer pass",
+	"operator": "operator-pass",
 }
+
+// testRoles is the roles file next to the test users: admin and colon
+// have no line, so they are admins, as every user of an old file is.
+const testRoles = "# test roles\nviewer:viewer\noperator:operator\n"
 
 type envOpts struct {
 	totpSecret      string // written to the secret file when set
@@ -68,6 +73,7 @@ type env struct {
 	users    string
 	totpPath string
 	a        *auth.Authenticator
+	tokens   *auth.Tokens
 	srv      *Server
 	base     string // http://127.0.0.1:port
 	sock     string
@@ -112,6 +118,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	log := slog.New(slog.NewTextHandler(e.logs, nil))
 	e.users = filepath.Join(e.dir, "htpasswd")
 	writeUsers(t, e.users, testUsers)
+	if err := os.WriteFile(auth.RolesPath(e.users), []byte(testRoles), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	users, err := auth.OpenUsers(e.users, log)
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +141,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	e.a = auth.New(users, tfa, &auth.Sessions{Idle: o.idle, Lifetime: o.lifetime, Max: 100}, lim, log)
 	e.a.External = o.external
+	e.tokens = auth.OpenTokens(auth.TokensPath(e.users), log)
+	e.a.Tokens = e.tokens
 	e.a.Now = func() time.Time {
 		if n := e.clock.Load(); n != 0 {
 			return time.Unix(0, n)
@@ -139,7 +150,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		return time.Now()
 	}
 	cfg := Config{
-		Auth: e.a, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui, Info: o.info, TrustedProxies: o.trustedProxies,
+		Auth: e.a, Tokens: e.tokens, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui, Info: o.info, TrustedProxies: o.trustedProxies,
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
 		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"kvmd/auth"
 	"net"
 	"net/http"
 	"os"
@@ -615,10 +616,10 @@ func TestSlowClients(t *testing.T) {
 
 func TestHandlerPanic(t *testing.T) {
 	e := newEnv(t, envOpts{extraRoutes: func(s *Server) {
-		s.Handle("GET", "/boom", func(w http.ResponseWriter, r *http.Request) error {
+		s.Handle("GET", "/boom", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 			panic("boom: secret internals")
 		})
-		s.Handle("GET", "/index", func(w http.ResponseWriter, r *http.Request) error {
+		s.Handle("GET", "/index", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 			_ = make([]int, 1)[len(r.URL.Path)] // a runtime error, not a panic call
 			return nil
 		})
@@ -655,7 +656,7 @@ func TestHandlerPanic(t *testing.T) {
 
 func TestSecurityHeadersEverywhere(t *testing.T) {
 	e := newEnv(t, envOpts{extraRoutes: func(s *Server) {
-		s.Handle("GET", "/boom", func(w http.ResponseWriter, r *http.Request) error { panic("boom") })
+		s.Handle("GET", "/boom", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error { panic("boom") })
 	}})
 	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -753,30 +754,30 @@ func TestStdError(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Handlers whose replies look as much as they can like net/http's.
-	s.handle("GET", "/lookalike", func(w http.ResponseWriter, r *http.Request) error {
+	s.Handle("GET", "/lookalike", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusBadRequest)
 		io.WriteString(w, "400 Bad Request")
 		return nil
-	}, true)
-	s.handle("GET", "/lookalike417", func(w http.ResponseWriter, r *http.Request) error {
+	})
+	s.Handle("GET", "/lookalike417", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusExpectationFailed)
 		return nil
-	}, true)
-	s.handle("GET", "/plain", func(w http.ResponseWriter, r *http.Request) error {
+	})
+	s.Handle("GET", "/plain", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
 		http.Error(w, "431 Request Header Fields Too Large", http.StatusRequestHeaderFieldsTooLarge)
 		return nil
-	}, true)
-	s.handle("GET", "/json", func(w http.ResponseWriter, r *http.Request) error { return WriteJSON(w, map[string]int{"a": 1}) }, true)
-	s.handle("POST", "/continue", func(w http.ResponseWriter, r *http.Request) error {
+	})
+	s.Handle("GET", "/json", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error { return WriteJSON(w, map[string]int{"a": 1}) })
+	s.Handle("POST", "/continue", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
 		_, err := s.readBody(w, r)
 		if err != nil {
 			return err
 		}
 		return WriteJSON(w, nil)
-	}, true)
+	})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +24,9 @@ import (
 type Config struct {
 	// Auth decides who each request is.
 	Auth Authenticator
+	// Tokens, when set, serves /api/auth/tokens: API tokens made and
+	// revoked through the API.
+	Tokens TokenStore
 	// Log receives server errors; AccessLog, when set, one line a request.
 	Log       *slog.Logger
 	AccessLog *slog.Logger
@@ -70,8 +75,9 @@ type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 type route struct {
 	methods map[string]HandlerFunc
-	allow   string
-	public  bool
+	// roles is the least role each method needs; auth.RoleNone: public.
+	roles map[string]auth.Role
+	allow string
 	// noPeer refuses unix-socket peer credentials: /auth/check, which
 	// nginx's auth_request calls as the proxy's own user.
 	noPeer bool
@@ -111,20 +117,34 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy)
-	s.handle("POST", "/auth/login", s.login, true)
-	s.Handle("GET", "/auth/check", s.check)
+	// The route table: every endpoint and the least role it needs
+	// (auth.RoleNone: public). Routes added later by other files go
+	// through Handle too, so TestRoleTable walks them all.
+	s.Handle("POST", "/auth/login", auth.RoleNone, s.login)
+	s.Handle("GET", "/auth/check", auth.RoleViewer, s.check)
 	s.routes["/auth/check"].noPeer = true
-	s.Handle("POST", "/auth/logout", s.logout)
-	if cfg.Info != nil {
-		s.Handle("GET", "/info", s.info)
+	s.Handle("POST", "/auth/logout", auth.RoleViewer, s.logout)
+	s.Handle("GET", "/auth/sessions", auth.RoleViewer, s.listSessions)
+	s.Handle("DELETE", "/auth/sessions", auth.RoleViewer, s.endSessions)
+	if cfg.Tokens != nil {
+		s.Handle("GET", "/auth/tokens", auth.RoleViewer, s.listTokens)
+		s.Handle("POST", "/auth/tokens", auth.RoleViewer, s.addToken)
+		s.Handle("DELETE", "/auth/tokens", auth.RoleViewer, s.delToken)
 	}
-	s.Handle("GET", "/log", s.log)
+	if cfg.Info != nil {
+		s.Handle("GET", "/info", auth.RoleViewer, s.info)
+	}
+	s.Handle("GET", "/log", auth.RoleViewer, s.log)
 	if cfg.Metrics != nil {
-		s.handle("GET", "/export/prometheus/metrics", s.metrics, cfg.MetricsOpen)
+		role := auth.RoleViewer
+		if cfg.MetricsOpen {
+			role = auth.RoleNone
+		}
+		s.Handle("GET", "/export/prometheus/metrics", role, s.metrics)
 	}
 	s.registerDevices()
 	if cfg.Diagnostics != nil {
-		s.handleAdmin("GET", "/diagnostics", s.diagnostics)
+		s.Handle("GET", "/diagnostics", auth.RoleAdmin, s.diagnostics)
 	}
 	if cfg.UI != nil {
 		ui, err := loadUI(cfg.UI)
@@ -136,27 +156,22 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handle registers h for method and path. path is given without the /api
-// prefix; the route answers both with and without it. GET routes answer
-// HEAD too.
-func (s *Server) Handle(method, path string, h HandlerFunc) { s.handle(method, path, h, false) }
-
-// handleAdmin registers a route for administrators only: the support
-// bundle shows the whole device. Every user is an administrator today;
-// the role check goes here when users get roles.
-func (s *Server) handleAdmin(method, path string, h HandlerFunc) {
-	s.handle(method, path, h, false)
-}
-
-func (s *Server) handle(method, path string, h HandlerFunc, public bool) {
+// Handle registers h for method and path, for users of role and above
+// (auth.RoleNone: anyone, unauthenticated). A user below role gets 403
+// ForbiddenError before h runs. path is given without the /api prefix;
+// the route answers both with and without it. GET routes answer HEAD
+// too, for the same role.
+func (s *Server) Handle(method, path string, role auth.Role, h HandlerFunc) {
 	rt := s.routes[path]
 	if rt == nil {
-		rt = &route{methods: map[string]HandlerFunc{}, public: public}
+		rt = &route{methods: map[string]HandlerFunc{}, roles: map[string]auth.Role{}}
 		s.routes[path] = rt
 	}
 	rt.methods[method] = h
+	rt.roles[method] = role
 	if method == http.MethodGet {
 		rt.methods[http.MethodHead] = h
+		rt.roles[http.MethodHead] = role
 	}
 	var allow []string
 	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"} {
@@ -251,11 +266,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
-	if !rt.public {
+	if need := rt.roles[r.Method]; need != auth.RoleNone {
 		who, err := s.authenticate(r, !rt.noPeer)
 		*id = who
 		if err != nil {
 			return err
+		}
+		if who.Role < need {
+			return roleError(who.Role, need)
+		}
+		if who.done != nil {
+			// The request ends when its session or token does.
+			ctx, cancel := context.WithCancel(r.Context())
+			stop := context.AfterFunc(who.done, cancel)
+			defer cancel()
+			defer stop()
+			r = r.WithContext(ctx)
 		}
 	}
 	if err := checkQuery(r); err != nil {
@@ -264,12 +290,46 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	return h(w, r)
 }
 
+// RouteRole is one row of the route table: a method and path (without
+// /api) and the least role it needs.
+type RouteRole struct {
+	Method, Path string
+	Role         auth.Role
+}
+
+// Routes returns the route table, sorted, HEAD rows left out.
+func (s *Server) Routes() []RouteRole {
+	var out []RouteRole
+	for p, rt := range s.routes {
+		for m, role := range rt.roles {
+			if m != http.MethodHead {
+				out = append(out, RouteRole{m, p, role})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b RouteRole) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
+	})
+	return out
+}
+
+func roleError(have, need auth.Role) *Error {
+	return &Error{Status: http.StatusForbidden, Name: "ForbiddenError",
+		Msg: "Forbidden: this needs the " + need.String() + " role; yours is " + have.String()}
+}
+
 // Identity is who a request was authenticated as, and how.
 type Identity struct {
 	User   string
 	Method auth.Method
+	Role   auth.Role
 	// Token is the session token when Method is auth.MethodCookie.
 	Token string
+	// Session is the session's id (cookie), APIToken the API token's
+	// name (bearer).
+	Session, APIToken string
+	// done ends when the session or API token does.
+	done context.Context
 }
 
 type identityKey struct{}

@@ -1,0 +1,382 @@
+package httpd
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pquerna/otp/totp"
+
+	"kvmd/auth"
+)
+
+// rawReq sends a request and returns the status and, for a JSON reply,
+// the error name; a reply of another type must be a success.
+func (e *env) rawReq(t *testing.T, method, path string, hdr map[string]string, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r, _ := http.NewRequest(method, e.base+path, rd)
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var env struct {
+		Result struct {
+			Error string `json:"error"`
+		} `json:"result"`
+	}
+	if resp.Header.Get("Content-Type") == "application/json" {
+		json.Unmarshal(b, &env)
+	}
+	return resp.StatusCode, env.Result.Error
+}
+
+func bearer(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+
+func cookie(tok string) map[string]string { return map[string]string{"Cookie": "auth_token=" + tok} }
+
+// mkToken makes an API token through the API, authenticated by hdr.
+func (e *env) mkToken(t *testing.T, hdr map[string]string, body string) string {
+	t.Helper()
+	h := map[string]string{"Content-Type": "application/json"}
+	for k, v := range hdr {
+		h[k] = v
+	}
+	r := e.req("POST", "/api/auth/tokens", h, body)
+	if r.status != 200 {
+		t.Fatalf("POST /api/auth/tokens %s: %d %s", body, r.status, r.body)
+	}
+	var v struct {
+		Result struct{ Token string } `json:"result"`
+	}
+	if err := json.Unmarshal(r.body, &v); err != nil || auth.ValidAPIToken(v.Result.Token) != nil {
+		t.Fatalf("token reply %s: %v", r.body, err)
+	}
+	return v.Result.Token
+}
+
+// TestRoleTable walks the route table, every route and method registered
+// through Server.Handle (the endpoints of other files included once they
+// are), with a user of each role authenticated each way: a role below the
+// route's gets 403 ForbiddenError before the handler runs, a role at or
+// above it gets the handler's own answer (never 401/403, never a 5xx).
+func TestRoleTable(t *testing.T) {
+	e := newEnv(t, envOpts{log: &fakeLog{}, info: &fakeInfo{}, metrics: true, extraRoutes: func(s *Server) {
+		ok := func(w http.ResponseWriter, r *http.Request) error { writeBody(w, 200, okEmpty); return nil }
+		// Stand-ins for the routes of other issues: ATX (operator) and
+		// diagnostics (admin), which register the same way.
+		s.Handle("POST", "/test/atx", auth.RoleOperator, ok)
+		s.Handle("GET", "/test/atx", auth.RoleViewer, ok)
+		s.Handle("GET", "/test/diagnostics", auth.RoleAdmin, ok)
+	}})
+	roleUsers := []struct {
+		user, passwd string
+		role         auth.Role
+	}{
+		{"viewer", "viewer pass", auth.RoleViewer},
+		{"operator", "operator-pass", auth.RoleOperator},
+		{"admin", "admin-pass", auth.RoleAdmin},
+	}
+	type cred struct {
+		how  string
+		role auth.Role
+		hdr  func() map[string]string
+	}
+	var creds []cred
+	for _, u := range roleUsers {
+		tok := e.mkToken(t, xhdr(u.user, u.passwd), `{"name":"table"}`)
+		creds = append(creds,
+			cred{"basic " + u.user, u.role, func() map[string]string { return map[string]string{"Authorization": basic(u.user, u.passwd)} }},
+			cred{"xhdr " + u.user, u.role, func() map[string]string { return xhdr(u.user, u.passwd) }},
+			// A fresh session each time: the table holds logout.
+			cred{"cookie " + u.user, u.role, func() map[string]string { return cookie(e.login(u.user, u.passwd)) }},
+			cred{"token " + u.user, u.role, func() map[string]string { return bearer(tok) }},
+		)
+	}
+	// An admin's token made with the viewer role is a viewer.
+	adminViewer := e.mkToken(t, xhdr("admin", "admin-pass"), `{"name":"low","role":"viewer"}`)
+	creds = append(creds, cred{"viewer token of admin", auth.RoleViewer, func() map[string]string { return bearer(adminViewer) }})
+
+	routes := e.srv.Routes()
+	seen := map[auth.Role]bool{}
+	for _, rt := range routes {
+		seen[rt.Role] = true
+		if rt.Path == "/auth/tokens" && rt.Method == "DELETE" {
+			continue // walked by TestTokenLifecycle: it would revoke the table's tokens
+		}
+		for _, c := range creds {
+			status, name := e.rawReq(t, rt.Method, "/api"+rt.Path, c.hdr(), "")
+			allowed := c.role >= rt.Role
+			switch {
+			case allowed && (status == 401 || status == 403 || status >= 500):
+				t.Errorf("%s %s needs %s; %s (%s) got %d %s, want its success", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
+			case !allowed && (status != 403 || name != "ForbiddenError"):
+				t.Errorf("%s %s needs %s; %s (%s) got %d %q, want 403 ForbiddenError", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
+			}
+		}
+		if rt.Role == auth.RoleNone {
+			if status, _ := e.rawReq(t, rt.Method, "/api"+rt.Path, nil, ""); status == 401 || status == 403 {
+				t.Errorf("public %s %s: %d without credentials", rt.Method, rt.Path, status)
+			}
+		} else if status, name := e.rawReq(t, rt.Method, "/api"+rt.Path, nil, ""); status != 401 {
+			t.Errorf("%s %s without credentials: %d %s, want 401", rt.Method, rt.Path, status, name)
+		}
+	}
+	for _, r := range []auth.Role{auth.RoleNone, auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin} {
+		if !seen[r] {
+			t.Errorf("no route of role %s walked", r)
+		}
+	}
+	// The known successes are exact.
+	for _, p := range []string{"/api/auth/check", "/api/info", "/api/log", "/api/auth/sessions", "/api/auth/tokens"} {
+		if status, _ := e.rawReq(t, "GET", p, bearer(adminViewer), ""); status != 200 {
+			t.Errorf("viewer GET %s: %d, want 200", p, status)
+		}
+	}
+}
+
+// TestTokenLifecycle: made, shown once, used without a 2FA code, listed
+// without its secret, capped at its user's role, and refused from the
+// request after its revocation or its user's removal.
+func TestTokenLifecycle(t *testing.T) {
+	key, err := totp.Generate(totp.GenerateOpts{Issuer: "kvmd", AccountName: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testSecret := key.Secret()
+	e := newEnv(t, envOpts{totpSecret: testSecret, extraRoutes: func(s *Server) {
+		s.Handle("POST", "/test/atx", auth.RoleOperator, func(w http.ResponseWriter, r *http.Request) error {
+			writeBody(w, 200, okEmpty)
+			return nil
+		})
+	}})
+	// The session login needs the code; the token made through it does not.
+	sess := e.login("operator", "operator-pass"+code(t, testSecret))
+	tok := e.mkToken(t, cookie(sess), `{"name":"ha","expires":3600}`)
+
+	if r := e.req("POST", "/api/test/atx", bearer(tok), ""); r.status != 200 {
+		t.Fatalf("operator token on an operator route: %d %s", r.status, r.body)
+	}
+	// A viewer cannot mint an operator token, an operator not an admin one.
+	h := cookie(e.login("viewer", "viewer pass"+code(t, testSecret)))
+	h["Content-Type"] = "application/json"
+	if r := e.req("POST", "/api/auth/tokens", h, `{"name":"x","role":"operator"}`); r.status != 403 || r.errName != "ForbiddenError" {
+		t.Errorf("viewer minting an operator token: %d %s", r.status, r.body)
+	}
+	h = cookie(sess)
+	h["Content-Type"] = "application/json"
+	if r := e.req("POST", "/api/auth/tokens", h, `{"name":"y","role":"admin"}`); r.status != 403 {
+		t.Errorf("operator minting an admin token: %d %s", r.status, r.body)
+	}
+	if r := e.req("POST", "/api/auth/tokens", h, `{"name":"z","user":"admin"}`); r.status != 403 {
+		t.Errorf("operator minting a token for admin: %d %s", r.status, r.body)
+	}
+	// Listed without the secret or its hash.
+	r := e.req("GET", "/api/auth/tokens", bearer(tok), "")
+	if r.status != 200 || !strings.Contains(string(r.body), `"name":"ha"`) || strings.Contains(string(r.body), tok[len(auth.TokenPrefix):]) {
+		t.Errorf("token list: %d %s", r.status, r.body)
+	}
+	if !strings.Contains(e.logs.String(), "token used") || strings.Contains(e.logs.String(), tok[len(auth.TokenPrefix):]) {
+		t.Errorf("the log has no 'token used' line, or has the secret")
+	}
+
+	// Revoked: the very next request is refused.
+	if r := e.req("DELETE", "/api/auth/tokens?name=ha", cookie(sess), ""); r.status != 200 {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/auth/check", bearer(tok), ""); r.status != 403 || r.errName != "ForbiddenError" {
+		t.Errorf("revoked token: %d %s, want 403", r.status, r.body)
+	}
+
+	// Its user removed from the users file: refused as soon as the file
+	// is seen (the users file is looked at every 200 ms at most).
+	tok2 := e.mkToken(t, cookie(sess), `{"name":"ha2"}`)
+	if r := e.req("GET", "/api/auth/check", bearer(tok2), ""); r.status != 200 {
+		t.Fatalf("new token: %d", r.status)
+	}
+	users := map[string]string{}
+	for u, p := range testUsers {
+		if u != "operator" {
+			users[u] = p
+		}
+	}
+	writeUsers(t, e.users, users)
+	eventually(t, "token of a removed user refused", func() bool {
+		return e.req("GET", "/api/auth/check", bearer(tok2), "").status == 403
+	})
+
+	// Not a kvmd token: no credential, as before tokens existed.
+	if r := e.req("GET", "/api/auth/check", bearer("abc"), ""); r.status != 401 {
+		t.Errorf("foreign bearer: %d", r.status)
+	}
+}
+
+// TestSessionsAPI: a viewer sees and ends its own sessions only; an admin
+// sees and ends anyone's.
+func TestSessionsAPI(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	v1 := e.login("viewer", "viewer pass")
+	v2 := e.login("viewer", "viewer pass")
+	a1 := e.login("admin", "admin-pass")
+
+	list := func(tok string, q string) []sessionView {
+		t.Helper()
+		r := e.req("GET", "/api/auth/sessions"+q, cookie(tok), "")
+		if r.status != 200 {
+			t.Fatalf("list: %d %s", r.status, r.body)
+		}
+		var v struct {
+			Result struct{ Sessions []sessionView } `json:"result"`
+		}
+		if err := json.Unmarshal(r.body, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v.Result.Sessions
+	}
+	vs := list(v1, "")
+	if len(vs) != 2 || vs[0].User != "viewer" || vs[1].User != "viewer" || vs[0].Addr != "127.0.0.1" || vs[0].Method != auth.MethodLogin {
+		t.Fatalf("viewer's list: %+v", vs)
+	}
+	if !vs[0].Current || vs[1].Current {
+		t.Errorf("current marks the wrong session: %+v", vs)
+	}
+	if all := list(a1, ""); len(all) != 3 {
+		t.Errorf("admin's list: %d sessions, want 3", len(all))
+	}
+	if r := e.req("GET", "/api/auth/sessions?user=admin", cookie(v1), ""); r.status != 403 || r.errName != "ForbiddenError" {
+		t.Errorf("viewer listing admin's: %d %s", r.status, r.body)
+	}
+	adminID := list(a1, "?user=admin")[0].ID
+	if r := e.req("DELETE", "/api/auth/sessions?id="+adminID, cookie(v1), ""); r.status != 404 {
+		t.Errorf("viewer ending admin's session: %d %s", r.status, r.body)
+	}
+	if r := e.req("DELETE", "/api/auth/sessions?id="+vs[1].ID, cookie(v1), ""); r.status != 200 {
+		t.Errorf("viewer ending its own session: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/auth/check", cookie(v2), ""); r.status != 403 {
+		t.Errorf("ended session still works: %d", r.status)
+	}
+	if r := e.req("DELETE", "/api/auth/sessions?user=viewer", cookie(a1), ""); r.status != 200 || !strings.Contains(string(r.body), `"ended":1`) {
+		t.Errorf("admin ending viewer's sessions: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/auth/check", cookie(v1), ""); r.status != 403 {
+		t.Errorf("ended session still works: %d", r.status)
+	}
+	if r := e.req("DELETE", "/api/auth/sessions", cookie(a1), ""); r.status != 400 {
+		t.Errorf("DELETE without id or user: %d", r.status)
+	}
+	if !strings.Contains(e.logs.String(), `msg="session ended" user=viewer`) {
+		t.Errorf("no 'session ended' line in the log")
+	}
+}
+
+// followUntilEnd opens a log follow with hdr, reads a line, runs end, and
+// checks that the stream then ends within a second.
+func followUntilEnd(t *testing.T, e *env, f *fakeLog, hdr map[string]string, end func()) {
+	t.Helper()
+	before := f.closed.Load()
+	resp := e.get(t, "/api/log?follow=1", hdr)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("follow: %d", resp.StatusCode)
+	}
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, br); close(done) }()
+	start := time.Now()
+	end()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the follow did not end")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("follow ended %s after its session", d)
+	}
+	eventually(t, "log reader released", func() bool { return f.closed.Load() == before+1 })
+}
+
+// TestEndingClosesStreams: a log follow ends when its session is ended
+// by DELETE, by logout, by the user's removal or role change, and when its
+// API token is revoked.
+func TestEndingClosesStreams(t *testing.T) {
+	f := &fakeLog{}
+	e := newEnv(t, envOpts{log: f})
+	admin := xhdr("admin", "admin-pass")
+
+	tok := e.login("viewer", "viewer pass")
+	followUntilEnd(t, e, f, cookie(tok), func() {
+		if r := e.req("DELETE", "/api/auth/sessions?user=viewer", admin, ""); r.status != 200 {
+			t.Errorf("DELETE: %d", r.status)
+		}
+	})
+	tok = e.login("viewer", "viewer pass")
+	followUntilEnd(t, e, f, cookie(tok), func() { e.req("POST", "/api/auth/logout", cookie(tok), "") })
+
+	api := e.mkToken(t, admin, `{"name":"s"}`)
+	followUntilEnd(t, e, f, bearer(api), func() { e.req("DELETE", "/api/auth/tokens?name=s", admin, "") })
+
+	tok = e.login("operator", "operator-pass")
+	followUntilEnd(t, e, f, cookie(tok), func() {
+		writeRoles(t, e, "viewer:viewer\noperator:viewer\n")
+		e.a.Users.Refresh(true)
+	})
+
+	tok = e.login("viewer", "viewer pass")
+	followUntilEnd(t, e, f, cookie(tok), func() {
+		users := map[string]string{}
+		for u, p := range testUsers {
+			if u != "viewer" {
+				users[u] = p
+			}
+		}
+		writeUsers(t, e.users, users)
+		e.a.Users.Refresh(true)
+	})
+	for _, want := range []string{`msg="role changed" user=operator old=operator new=viewer`, `msg="token revoked" user=admin token=s by=admin`, `msg=logout user=viewer`} {
+		if !strings.Contains(e.logs.String(), want) {
+			t.Errorf("log lacks %s", want)
+		}
+	}
+}
+
+// writeRoles replaces the roles file as kvmd user set --role does: a new
+// file renamed over the old.
+func writeRoles(t *testing.T, e *env, text string) {
+	t.Helper()
+	p := auth.RolesPath(e.users)
+	if err := os.WriteFile(p+".tmp", []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// code is the 2FA code of secret now.
+func code(t *testing.T, secret string) string {
+	t.Helper()
+	c, err := totp.GenerateCode(secret, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
