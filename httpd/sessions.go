@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"kvmd/auth"
@@ -172,7 +174,7 @@ func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusBadRequest, Name: "ValidatorError", Msg: "Invalid name: this user already has a token of that name"}
 	}
 	if err != nil {
-		return internalError(err)
+		return tokensFileError(err)
 	}
 	reply := map[string]any{"user": user, "name": req.Name, "role": role.String(), "token": secret}
 	if !expires.IsZero() {
@@ -199,8 +201,18 @@ func (s *Server) delToken(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such token"}
 	}
 	if err != nil {
-		return internalError(err)
+		return tokensFileError(err)
 	}
 	writeBody(w, http.StatusOK, okEmpty)
 	return nil
+}
+
+// tokensFileError answers a tokens file the daemon may not write (the
+// packaged service sees /etc read-only) with a 503 that says so: tokens
+// are then made with kvmd token add.
+func tokensFileError(err error) error {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return Unavailable("The tokens file cannot be written here; use kvmd token add|del", err)
+	}
+	return internalError(err)
 }

@@ -3,6 +3,7 @@
 //
 //	kvmd serve [flags]                    run the daemon
 //	kvmd user list|add|set|del NAME ...   manage the users file
+//	kvmd token add|list|del ...           manage API tokens
 //	kvmd totp init|show|del ...           manage the 2FA secret
 //	kvmd firstboot [--etc DIR] ...        provision a new device
 //	kvmd diag [-o FILE] [--config FILE]   write a support bundle
@@ -26,7 +27,8 @@ var version = "dev"
 const usage = `usage:
   kvmd serve [--config FILE] [--listen ADDR ...] [--users FILE] [--totp-secret FILE]
              [--tls-cert FILE --tls-key FILE] [--unix-group GROUP] [--demo] ...
-  kvmd user list|add|set|del [NAME] --users FILE
+  kvmd user list|add|set|del [NAME] --users FILE [--role ROLE]
+  kvmd token add|list|del [NAME] --users FILE [--user USER] [--role ROLE] [--expires DURATION]
   kvmd totp init|show|del --secret FILE [-f]
   kvmd firstboot [--etc DIR] [--state DIR] [--issue FILE] [--hostname NAME] [--group GROUP]
   kvmd diag [-o FILE] [--redact-identities] [--config FILE] [--root DIR] [--journal-dir DIR] [--demo]
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return serve(ctx, cfg, stdout, stderr)
 	case "user":
 		return userCmd(args[1:], stdin, stdout, stderr)
+	case "token":
+		return tokenCmd(args[1:], stdout, stderr)
 	case "totp":
 		return totpCmd(args[1:], stdin, stdout, stderr)
 	case "firstboot":

@@ -69,6 +69,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	a := auth.New(users, tfa, sessions, auth.NewLimiter(), authLog)
+	a.Tokens = auth.OpenTokens(auth.TokensPath(cfg.Users), authLog)
+	tokensCtx, stopTokens := context.WithCancel(context.Background())
+	tokensDone := make(chan struct{})
+	go func() { defer close(tokensDone); a.Tokens.Run(tokensCtx) }()
+	defer func() { stopTokens(); <-tokensDone }() // the last-used times are written on the way out
 	if a.External, err = external(cfg, users, authLog); err != nil {
 		return err
 	}
@@ -88,6 +93,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	hcfg := httpd.Config{
 		Auth:      a,
+		Tokens:    a.Tokens,
 		Info:      src,
 		LogSource: jr,
 		Log:       log.With("component", "http"),

@@ -18,7 +18,8 @@ import (
 )
 
 const userUsage = "usage: kvmd user list --users FILE\n" +
-	"       kvmd user add|set|del NAME --users FILE"
+	"       kvmd user add|set NAME --users FILE [--role admin|operator|viewer]\n" +
+	"       kvmd user del NAME --users FILE"
 
 // userCmd runs "kvmd user list|add|set|del NAME --users FILE". add refuses
 // an existing user, set creates or updates one (as PiKVM's kvmd-htpasswd
@@ -31,6 +32,7 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	path := fset.String("users", "", "the users `FILE` (htpasswd format)")
+	roleName := fset.String("role", "", "the user's `ROLE`: admin, operator or viewer (add, set; kept in FILE.roles)")
 	names, err := parseInterleaved(fset, args[1:])
 	if err != nil {
 		return err
@@ -53,13 +55,36 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("user %s: %w", action, err)
 	}
 
+	var role auth.Role
+	if *roleName != "" {
+		if action != "add" && action != "set" {
+			return fmt.Errorf("user %s: --role is for add and set\n%s", action, userUsage)
+		}
+		if role, err = auth.ParseRole(*roleName); err != nil {
+			return fmt.Errorf("user %s: %w", action, err)
+		}
+	}
+
 	if action == "del" {
-		return usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
+		err := usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
 			if !f.Delete(name) {
 				return fmt.Errorf("user del: no user %q in %s", name, *path)
 			}
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		return usersfile.Forget(*path, name)
+	}
+
+	if action == "set" && role != auth.RoleNone {
+		// set --role of an existing user changes the role only.
+		if exists, err := hasUser(*path, name); err != nil {
+			return err
+		} else if exists {
+			return usersfile.SetRole(*path, name, role, stderr)
+		}
 	}
 
 	if action == "add" {
@@ -84,13 +109,17 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("user %s: %w", action, err)
 	}
-	return usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
+	err = usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
 		if _, ok := f.Lookup(name); ok && action == "add" {
 			return errUserExists(name, *path)
 		}
 		f.Set(name, hash)
 		return nil
 	})
+	if err != nil || role == auth.RoleNone {
+		return err
+	}
+	return usersfile.SetRole(*path, name, role, stderr)
 }
 
 func errUserExists(name, path string) error {

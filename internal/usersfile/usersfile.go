@@ -4,9 +4,13 @@
 package usersfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"syscall"
+	"time"
 
 	"kvmd/auth"
 	"kvmd/internal/atomicfile"
@@ -44,5 +48,136 @@ func Update(path string, warn io.Writer, edit func(*auth.Htpasswd) error) error 
 			return nil, err
 		}
 		return f.Bytes(), nil
+	})
+}
+
+// updateBeside is atomicfile.Update of a file kept next to the users file
+// (the roles file, the tokens file): created with the users file's owner,
+// group and mode, so that whoever may read the one reads the other.
+func updateBeside(usersPath, path string, fn func(old []byte) ([]byte, error)) error {
+	_, statErr := os.Stat(path)
+	if err := atomicfile.Update(path, Perm, fn); err != nil {
+		return err
+	}
+	if statErr == nil {
+		return nil
+	}
+	fi, err := os.Stat(usersPath)
+	if err != nil {
+		return nil
+	}
+	if err := os.Chmod(path, fi.Mode().Perm()&0o770); err != nil {
+		return fmt.Errorf("giving %s the users file's mode: %w", path, err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Getuid() == 0 {
+		if err := os.Chown(path, int(st.Uid), int(st.Gid)); err != nil {
+			return fmt.Errorf("giving %s the users file's owner: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// Role returns the role of user: the roles file's, admin when it does not
+// name the user (or there is none).
+func Role(usersPath, user string) (auth.Role, error) {
+	data, err := os.ReadFile(auth.RolesPath(usersPath))
+	if errors.Is(err, fs.ErrNotExist) {
+		return auth.RoleAdmin, nil
+	}
+	if err != nil {
+		return auth.RoleNone, fmt.Errorf("reading roles file: %w", err)
+	}
+	f, _ := auth.ParseRoles(data)
+	if r, ok := f.Role(user); ok {
+		return r, nil
+	}
+	return auth.RoleAdmin, nil
+}
+
+// SetRole gives user role in the roles file next to the users file. An
+// admin role is written too (not just the line removed), so that the file
+// says what each user is.
+func SetRole(usersPath, user string, role auth.Role, warn io.Writer) error {
+	path := auth.RolesPath(usersPath)
+	return updateBeside(usersPath, path, func(old []byte) ([]byte, error) {
+		f, errs := auth.ParseRoles(old)
+		for _, err := range errs {
+			fmt.Fprintf(warn, "kvmd: warning: %s: %v\n", path, err)
+		}
+		f.Set(user, role)
+		return f.Bytes(), nil
+	})
+}
+
+// Forget removes user's role and API tokens: kvmd user del.
+func Forget(usersPath, user string) error {
+	rp := auth.RolesPath(usersPath)
+	if _, err := os.Stat(rp); err == nil {
+		err := atomicfile.Update(rp, Perm, func(old []byte) ([]byte, error) {
+			f, _ := auth.ParseRoles(old)
+			f.Delete(user)
+			return f.Bytes(), nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	tp := auth.TokensPath(usersPath)
+	if _, err := os.Stat(tp); err == nil {
+		return auth.UpdateTokens(tp, func(f *auth.TokensFile) error {
+			f.DeleteUser(user)
+			return nil
+		})
+	}
+	return nil
+}
+
+// AddToken makes an API token for user, a user of the users file, with a
+// role no higher than the user's, and returns its secret.
+func AddToken(usersPath, user, name string, role auth.Role, expires, now time.Time) (string, error) {
+	users, err := Read(usersPath, io.Discard)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := users.Lookup(user); !ok {
+		return "", fmt.Errorf("no user %q in %s", user, usersPath)
+	}
+	have, err := Role(usersPath, user)
+	if err != nil {
+		return "", err
+	}
+	if role == auth.RoleNone {
+		role = have
+	}
+	if role > have {
+		return "", fmt.Errorf("%w: %s is %s", auth.ErrRoleTooHigh, user, have)
+	}
+	var secret string
+	err = updateBeside(usersPath, auth.TokensPath(usersPath), func(old []byte) ([]byte, error) {
+		f, _ := auth.ParseTokens(old)
+		var err error
+		secret, err = f.Add(user, name, role, expires, now)
+		if err != nil {
+			return nil, err
+		}
+		return f.Bytes(), nil
+	})
+	return secret, err
+}
+
+// Tokens lists the API tokens of user (everyone's for "").
+func Tokens(usersPath, user string) ([]auth.TokenInfo, error) {
+	data, err := os.ReadFile(auth.TokensPath(usersPath))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading tokens file: %w", err)
+	}
+	f, _ := auth.ParseTokens(data)
+	return f.List(user), nil
+}
+
+// DelToken revokes user's token name.
+func DelToken(usersPath, user, name string) error {
+	return auth.UpdateTokens(auth.TokensPath(usersPath), func(f *auth.TokensFile) error {
+		return f.Delete(user, name)
 	})
 }

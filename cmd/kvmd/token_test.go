@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kvmd/auth"
+	"kvmd/internal/usersfile"
+)
+
+func tokenRun(args ...string) (stdout, stderr string, err error) {
+	var o, e bytes.Buffer
+	err = tokenCmd(args, &o, &e)
+	return o.String(), e.String(), err
+}
+
+// TestUserRoles: --role on add and set, set --role without a password
+// prompt, a file of before roles (no roles file) all admins, del forgets
+// the role and the tokens.
+func TestUserRoles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "htpasswd")
+	if _, _, err := userRun("pw1\n", "add", "alice", "--users", path); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := usersfile.Role(path, "alice"); err != nil || r != auth.RoleAdmin {
+		t.Fatalf("role without a roles file: %v %v, want admin", r, err)
+	}
+	if _, _, err := userRun("pw2\n", "add", "bob", "--role", "viewer", "--users", path); err != nil {
+		t.Fatal(err)
+	}
+	checkPasswd(t, path, "bob", "pw2")
+	// No password on stdin: set --role of an existing user asks for none.
+	if _, _, err := userRun("", "set", "alice", "--role", "operator", "--users", path); err != nil {
+		t.Fatal(err)
+	}
+	checkPasswd(t, path, "alice", "pw1")
+	roles, _ := os.ReadFile(auth.RolesPath(path))
+	if got, want := string(roles), "bob:viewer\nalice:operator\n"; got != want {
+		t.Errorf("roles file = %q, want %q", got, want)
+	}
+	checkMode(t, auth.RolesPath(path), 0o600)
+	if _, _, err := userRun("", "set", "alice", "--role", "root", "--users", path); err == nil || !strings.Contains(err.Error(), "role") {
+		t.Errorf("bad role: %v", err)
+	}
+	if _, _, err := userRun("", "del", "alice", "--role", "admin", "--users", path); err == nil {
+		t.Errorf("del --role accepted")
+	}
+	if _, _, err := tokenRun("add", "ci", "--user", "bob", "--users", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := userRun("", "del", "bob", "--users", path); err != nil {
+		t.Fatal(err)
+	}
+	roles, _ = os.ReadFile(auth.RolesPath(path))
+	if string(roles) != "alice:operator\n" {
+		t.Errorf("roles file after del = %q", roles)
+	}
+	if list, _ := usersfile.Tokens(path, ""); len(list) != 0 {
+		t.Errorf("tokens of a deleted user kept: %+v", list)
+	}
+}
+
+// TestTokenCmd: add prints the token once and stores its hash only; the
+// role is capped at the user's; list shows no secret; del revokes.
+func TestTokenCmd(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "htpasswd")
+	if _, _, err := userRun("pw\n", "add", "op", "--role", "operator", "--users", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tokenRun("add", "ha", "--user", "op", "--role", "admin", "--users", path); err == nil || !strings.Contains(err.Error(), "above") {
+		t.Errorf("admin token for an operator: %v", err)
+	}
+	if _, _, err := tokenRun("add", "ha", "--user", "ghost", "--users", path); err == nil {
+		t.Errorf("token for a user not in the file made")
+	}
+	out, _, err := tokenRun("add", "ha", "--user", "op", "--role", "viewer", "--expires", "24h", "--users", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimSpace(out)
+	if auth.ValidAPIToken(secret) != nil {
+		t.Fatalf("printed %q, not a token", out)
+	}
+	data, _ := os.ReadFile(auth.TokensPath(path))
+	if bytes.Contains(data, []byte(secret[len(auth.TokenPrefix):])) {
+		t.Errorf("tokens file holds the secret: %q", data)
+	}
+	checkMode(t, auth.TokensPath(path), 0o600)
+	if _, _, err := tokenRun("add", "ha", "--user", "op", "--users", path); err == nil {
+		t.Errorf("second token of the same name made")
+	}
+	out, _, err = tokenRun("list", "--users", path)
+	if err != nil || !strings.HasPrefix(out, "op\tha\tviewer\tcreated ") || strings.Contains(out, "expires -") {
+		t.Errorf("list = %q, %v", out, err)
+	}
+	if _, _, err := tokenRun("del", "ha", "--user", "op", "--users", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tokenRun("del", "ha", "--user", "op", "--users", path); err == nil {
+		t.Errorf("second del of the same token succeeded")
+	}
+	if out, _, _ := tokenRun("list", "--users", path); out != "" {
+		t.Errorf("list after del = %q", out)
+	}
+}
