@@ -109,7 +109,7 @@ func TestTokensBatch(t *testing.T) {
 	af, _ := ParseTokens(after)
 	// A use is recorded when a second has passed since the last one
 	// recorded: the last of these, at +9.99 s, is at most a second off.
-	if lu := af.List("alice")[0].LastUsed; lu.Before(now.Add(8990*time.Millisecond).Truncate(time.Second)) {
+	if lu := af.List("alice")[0].LastUsed; lu.Before(now.Add(8990 * time.Millisecond).Truncate(time.Second)) {
 		t.Errorf("flush wrote last use %v, want about %v: %q -> %q", lu, now.Add(10*time.Second), before, after)
 	}
 	fi1, _ := os.Stat(path)
