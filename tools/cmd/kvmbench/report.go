@@ -261,7 +261,7 @@ func (rep *report) markdown() []byte {
 	fmt.Fprintf(&b, "- Scenarios: `GET /api/auth/check` answered 200 `%s`. `baseline` is a bare Go net/http server (`kvmbench baseline`, its own process) "+
 		"that returns those bytes without any checks; `cookie` sends the session cookie from one login; "+
 		"`header` sends `X-KVMD-User`/`X-KVMD-Passwd` and `basic` sends `Authorization: Basic` for a bcrypt user made with `kvmd user add` "+
-		"(their cost relies on kvmd's verification cache). `info` is `GET /api/info` with every category of the default layout, "+
+		"(their cost relies on kvmd's verification cache); `token` sends `Authorization: Bearer` with an API token from `kvmd token add`. `info` is `GET /api/info` with every category of the default layout, "+
 		"from kvmd serving the bundled Raspberry Pi 4 tree (`--demo`), with the session cookie; its reference `baseline-info` is the same bare "+
 		"server returning the bytes kvmd answered (captured once before the rounds); `info-hw` and `baseline-info-hw` are the same for "+
 		"`GET /api/info?fields=hw`. kvmd runs with its access log on, written to a file.\n\n", baselineBody)

@@ -134,7 +134,7 @@ func rawRequest(method, path, host string, headers []string, body []byte) []byte
 
 // authScenarios are the rows for GET /api/auth/check: the bare baseline and
 // kvmd with each credential kind.
-func authScenarios(baselineAddr, kvmdAddr, user, passwd, token string) []scenario {
+func authScenarios(baselineAddr, kvmdAddr, user, passwd, token, apiToken string) []scenario {
 	const path = "/api/auth/check"
 	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + passwd))
 	return []scenario{
@@ -146,6 +146,10 @@ func authScenarios(baselineAddr, kvmdAddr, user, passwd, token string) []scenari
 			Request: rawRequest("GET", path, kvmdAddr, []string{"X-KVMD-User: " + user, "X-KVMD-Passwd: " + passwd}, nil)},
 		{Name: "basic", Addr: kvmdAddr, WantStatus: 200,
 			Request: rawRequest("GET", path, kvmdAddr, []string{"Authorization: Basic " + basic}, nil)},
+		// An API token from kvmd token add: a hash lookup and the
+		// role check, no password hash.
+		{Name: "token", Addr: kvmdAddr, WantStatus: 200, MinRatio: 0.5,
+			Request: rawRequest("GET", path, kvmdAddr, []string{"Authorization: Bearer " + apiToken}, nil)},
 	}
 }
 
@@ -210,6 +214,10 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	}
 	logf("creating user %q with %s user add", benchUser, filepath.Base(kvmd))
 	if err := addUser(ctx, kvmd, users, benchUser, passwd); err != nil {
+		return err
+	}
+	apiToken, err := addToken(ctx, kvmd, users, benchUser)
+	if err != nil {
 		return err
 	}
 
@@ -305,7 +313,7 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		return err
 	}
 
-	scenarios := append(authScenarios(baseAddr, kvmdAddr, benchUser, passwd, token), infoScenarios(baseAddr, kvmdAddr, token)...)
+	scenarios := append(authScenarios(baseAddr, kvmdAddr, benchUser, passwd, token, apiToken), infoScenarios(baseAddr, kvmdAddr, token)...)
 	rep.rows = make([]*row, len(scenarios))
 	byName := make(map[string]*row, len(scenarios))
 	for i, sc := range scenarios {
@@ -469,6 +477,22 @@ func addUser(ctx context.Context, kvmd, users, name, passwd string) error {
 		return fmt.Errorf("%s user add did not write %s", kvmd, users)
 	}
 	return nil
+}
+
+// addToken runs `kvmd token add bench --user NAME --users FILE` and
+// returns the token it prints.
+func addToken(ctx context.Context, kvmd, users, name string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kvmd, "token", "add", "bench", "--user", name, "--users", users)
+	cmd.SysProcAttr = procgroup.Attr()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s token add: %w; output:\n%s", kvmd, err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // login posts the credentials to /api/auth/login and returns the session

@@ -46,7 +46,7 @@ func fakeMain(args []string) int {
 }
 
 // fakeKVMD implements just enough of kvmd's command line and auth API for
-// the driver: `user add NAME --users FILE` and `serve --listen A --users FILE`
+// the driver: `user add NAME --users FILE`, `token add`, and `serve --listen A --users FILE`
 // (other flags ignored).
 // It stores the password in plain text; it is a stand-in, not kvmd.
 func fakeKVMD(ctx context.Context, args []string) error {
@@ -65,12 +65,23 @@ func fakeKVMD(ctx context.Context, args []string) error {
 			return err
 		}
 		return os.WriteFile(flagValue("--users"), []byte(args[2]+":"+strings.TrimSpace(line)+"\n"), 0o600)
+	case len(args) >= 3 && args[0] == "token" && args[1] == "add":
+		tok := make([]byte, 32)
+		_, _ = rand.Read(tok)
+		secret := "kvmd_" + hex.EncodeToString(tok)
+		if err := os.WriteFile(flagValue("--users")+".tokens", []byte(secret+"\n"), 0o600); err != nil {
+			return err
+		}
+		fmt.Println(secret)
+		return nil
 	case len(args) >= 1 && args[0] == "serve":
 		data, err := os.ReadFile(flagValue("--users"))
 		if err != nil {
 			return err
 		}
 		user, passwd, _ := strings.Cut(strings.TrimSpace(string(data)), ":")
+		apiTok, _ := os.ReadFile(flagValue("--users") + ".tokens")
+		apiToken := strings.TrimSpace(string(apiTok))
 		tokenBytes := make([]byte, 32)
 		_, _ = rand.Read(tokenBytes)
 		token := hex.EncodeToString(tokenBytes)
@@ -90,6 +101,8 @@ func fakeKVMD(ctx context.Context, args []string) error {
 				kind, ok = "header", u == user && r.Header.Get("X-KVMD-Passwd") == passwd
 			} else if c, err := r.Cookie("auth_token"); err == nil {
 				kind, ok = "cookie", c.Value == token
+			} else if b, has := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); has {
+				kind, ok = "token", b == apiToken && apiToken != ""
 			} else if u, p, has := r.BasicAuth(); has {
 				kind, ok = "basic", u == user && p == passwd
 			} else {
@@ -170,7 +183,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, baseline-info, info, baseline-info-hw, info-hw, baseline |", "shares its",
+	for _, want := range []string{"# kvmd benchmarks", cfg.CommandLine, "## Rounds", "| 2 | cookie, header, basic, token, baseline-info, info, baseline-info-hw, info-hw, baseline |", "shares its",
 		"## Web UI page loads\n\nNot measured: chromium is not installed",
 		"## ARM builds under qemu-user", "includes qemu-user itself", "- armv6 (`qemu-arm -cpu arm1176`): not measured: "} {
 		if !strings.Contains(string(md), want) {
