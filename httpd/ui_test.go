@@ -11,11 +11,13 @@ import (
 
 // testUI stands in for package web's files.
 var testUI = fstest.MapFS{
-	"index.html": {Data: []byte("<!doctype html><title>dashboard</title>")},
-	"logs.html":  {Data: []byte("<!doctype html><title>logs</title>")},
-	"login.html": {Data: []byte("<!doctype html><title>login</title>")},
-	"app.css":    {Data: []byte("body{}")},
-	"common.js":  {Data: []byte("export const x = 1;")},
+	"index.html":    {Data: []byte("<!doctype html><title>dashboard</title>")},
+	"logs.html":     {Data: []byte("<!doctype html><title>logs</title>")},
+	"login.html":    {Data: []byte("<!doctype html><title>login</title>")},
+	"sessions.html": {Data: []byte("<!doctype html><title>sessions</title>")},
+	"tokens.html":   {Data: []byte("<!doctype html><title>tokens</title>")},
+	"app.css":       {Data: []byte("body{}")},
+	"common.js":     {Data: []byte("export const x = 1;")},
 }
 
 // uiGet sends a request without following redirects.
