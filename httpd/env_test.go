@@ -23,6 +23,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"kvmd/auth"
+	"kvmd/internal/usersfile"
 	"kvmd/metrics"
 )
 
@@ -150,7 +151,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 		return time.Now()
 	}
 	cfg := Config{
-		Auth: e.a, Tokens: e.tokens, Log: log, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui, Info: o.info, TrustedProxies: o.trustedProxies,
+		Auth: e.a, Tokens: e.tokens, Log: log,
+		Users: &usersfile.Store{Path: e.users, Changed: func() { users.Refresh(true); e.tokens.Refresh(true) }}, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui, Info: o.info, TrustedProxies: o.trustedProxies,
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
 		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),

@@ -380,3 +380,68 @@ func code(t *testing.T, secret string) string {
 	}
 	return c
 }
+
+// TestUsersAPI: an admin adds a user, changes its role (its sessions end),
+// resets its password, removes it (its tokens stop working); no admin
+// can remove or demote itself; the events are logged without a password.
+func TestUsersAPI(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	admin := xhdr("admin", "admin-pass")
+	admin["Content-Type"] = "application/json"
+	post := func(method, body string) reply {
+		t.Helper()
+		return e.req(method, "/api/auth/users", admin, body)
+	}
+	if r := post("POST", `{"name":"dave","passwd":"dave-pass-1"}`); r.status != 200 {
+		t.Fatalf("add: %d %s", r.status, r.body)
+	}
+	if r := post("POST", `{"name":"dave","passwd":"x"}`); r.status != 400 {
+		t.Errorf("second add: %d %s", r.status, r.body)
+	}
+	r := e.req("GET", "/api/auth/users", admin, "")
+	if !strings.Contains(string(r.body), `{"name":"dave","role":"viewer"}`) || strings.Contains(string(r.body), "$2") {
+		t.Errorf("list: %s", r.body)
+	}
+	sess := e.login("dave", "dave-pass-1")
+	tok := e.mkToken(t, cookie(sess), `{"name":"t"}`)
+	if r := e.req("GET", "/api/auth/users", cookie(sess), ""); r.status != 403 {
+		t.Errorf("a viewer lists users: %d", r.status)
+	}
+	if r := post("PATCH", `{"name":"dave","role":"operator"}`); r.status != 200 {
+		t.Fatalf("set role: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/auth/check", cookie(sess), ""); r.status != 403 {
+		t.Errorf("session survived a role change: %d", r.status)
+	}
+	if r := post("PATCH", `{"name":"dave","passwd":"dave-pass-2"}`); r.status != 200 {
+		t.Fatalf("reset password: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/auth/check", xhdr("dave", "dave-pass-1"), ""); r.status != 403 {
+		t.Errorf("old password still works: %d", r.status)
+	}
+	if r := e.req("GET", "/api/auth/check", bearer(tok), ""); r.status != 200 {
+		t.Errorf("token after a password reset: %d", r.status)
+	}
+	if r := post("PATCH", `{"name":"admin","role":"viewer"}`); r.status != 400 {
+		t.Errorf("self-demotion: %d %s", r.status, r.body)
+	}
+	if r := e.req("DELETE", "/api/auth/users?name=admin", admin, ""); r.status != 400 {
+		t.Errorf("self-removal: %d %s", r.status, r.body)
+	}
+	if r := e.req("DELETE", "/api/auth/users?name=dave", admin, ""); r.status != 200 {
+		t.Fatalf("remove: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/auth/check", bearer(tok), ""); r.status != 403 {
+		t.Errorf("token of a removed user: %d", r.status)
+	}
+	logs := e.logs.String()
+	for _, want := range []string{`msg="user added" user=dave by=admin`, `msg="role changed" user=dave old=viewer new=operator`,
+		`msg="password reset" user=dave by=admin`, `msg="user removed" user=dave by=admin`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %s", want)
+		}
+	}
+	if strings.Contains(logs, "dave-pass") {
+		t.Errorf("a password is in the log")
+	}
+}

@@ -27,6 +27,9 @@ type Config struct {
 	// Tokens, when set, serves /api/auth/tokens: API tokens made and
 	// revoked through the API.
 	Tokens TokenStore
+	// Users, when set, serves /api/auth/users (admin): the users file
+	// edited from the web UI.
+	Users UserStore
 	// Log receives server errors; AccessLog, when set, one line a request.
 	Log       *slog.Logger
 	AccessLog *slog.Logger
@@ -130,6 +133,12 @@ func New(cfg Config) (*Server, error) {
 		s.Handle("GET", "/auth/tokens", auth.RoleViewer, s.listTokens)
 		s.Handle("POST", "/auth/tokens", auth.RoleViewer, s.addToken)
 		s.Handle("DELETE", "/auth/tokens", auth.RoleViewer, s.delToken)
+	}
+	if cfg.Users != nil {
+		s.Handle("GET", "/auth/users", auth.RoleAdmin, s.listUsers)
+		s.Handle("POST", "/auth/users", auth.RoleAdmin, s.addUser)
+		s.Handle("PATCH", "/auth/users", auth.RoleAdmin, s.setUser)
+		s.Handle("DELETE", "/auth/users", auth.RoleAdmin, s.delUser)
 	}
 	if cfg.Info != nil {
 		s.Handle("GET", "/info", auth.RoleViewer, s.info)

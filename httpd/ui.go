@@ -30,6 +30,7 @@ var uiPages = map[string]struct {
 	"/logs":     {file: "logs.html"},
 	"/sessions": {file: "sessions.html"},
 	"/tokens":   {file: "tokens.html"},
+	"/users":    {file: "users.html"},
 	"/login":    {file: "login.html", public: true},
 }
 

@@ -15,6 +15,7 @@ var testUI = fstest.MapFS{
 	"logs.html":     {Data: []byte("<!doctype html><title>logs</title>")},
 	"login.html":    {Data: []byte("<!doctype html><title>login</title>")},
 	"sessions.html": {Data: []byte("<!doctype html><title>sessions</title>")},
+	"users.html":    {Data: []byte("<!doctype html><title>users</title>")},
 	"tokens.html":   {Data: []byte("<!doctype html><title>tokens</title>")},
 	"app.css":       {Data: []byte("body{}")},
 	"common.js":     {Data: []byte("export const x = 1;")},

@@ -23,6 +23,7 @@ import (
 	"kvmd/httpd"
 	"kvmd/hw"
 	"kvmd/info"
+	"kvmd/internal/usersfile"
 	"kvmd/journal"
 	"kvmd/metrics"
 	"kvmd/web"
@@ -92,8 +93,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--metrics-names: %w", err)
 	}
 	hcfg := httpd.Config{
-		Auth:      a,
-		Tokens:    a.Tokens,
+		Auth:   a,
+		Tokens: a.Tokens,
+		Users: &usersfile.Store{Path: cfg.Users, Changed: func() {
+			users.Refresh(true)
+			a.Tokens.Refresh(true)
+		}},
 		Info:      src,
 		LogSource: jr,
 		Log:       log.With("component", "http"),

@@ -181,3 +181,102 @@ func DelToken(usersPath, user, name string) error {
 		return f.Delete(user, name)
 	})
 }
+
+// UserInfo is a user of the users file and its role.
+type UserInfo struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// Store is the users file at Path as the daemon's user management API
+// edits it: the same atomic, locked edits as kvmd user.
+type Store struct {
+	Path string
+	// Changed, when set, is called after each edit (the daemon re-reads
+	// the file at once: a removed user's sessions end before the reply).
+	Changed func()
+}
+
+func (s *Store) changed() {
+	if s.Changed != nil {
+		s.Changed()
+	}
+}
+
+// ErrExists and ErrNoUser are an add of a user that exists and an edit of
+// one that does not.
+var (
+	ErrExists = errors.New("usersfile: the user exists")
+	ErrNoUser = errors.New("usersfile: no such user")
+)
+
+// List returns the users, in the file's order, with their roles.
+func (s *Store) List() ([]UserInfo, error) {
+	f, err := Read(s.Path, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	var out []UserInfo
+	for _, name := range f.Users() {
+		r, err := Role(s.Path, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, UserInfo{Name: name, Role: r.String()})
+	}
+	return out, nil
+}
+
+// Set changes user's password (when passwd is not "") and role (when not
+// auth.RoleNone); create says whether the user must be new (add) or must
+// exist (set).
+func (s *Store) Set(user, passwd string, role auth.Role, create bool) error {
+	defer s.changed()
+	var hash string
+	if passwd != "" {
+		var err error
+		if hash, err = auth.NewHash(passwd); err != nil {
+			return err
+		}
+	}
+	err := Update(s.Path, io.Discard, func(f *auth.Htpasswd) error {
+		_, ok := f.Lookup(user)
+		switch {
+		case create && ok:
+			return ErrExists
+		case !create && !ok:
+			return ErrNoUser
+		case hash != "":
+			f.Set(user, hash)
+		case create:
+			return errors.New("usersfile: a new user needs a password")
+		default:
+			return errNoChange
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		return err
+	}
+	if role != auth.RoleNone {
+		return SetRole(s.Path, user, role, io.Discard)
+	}
+	return nil
+}
+
+var errNoChange = errors.New("no change")
+
+// Delete removes user, its role and its tokens.
+func (s *Store) Delete(user string) error {
+	defer s.changed()
+	err := Update(s.Path, io.Discard, func(f *auth.Htpasswd) error {
+		if !f.Delete(user) {
+			return ErrNoUser
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return Forget(s.Path, user)
+}

@@ -2,6 +2,7 @@ package webtest
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -113,4 +114,85 @@ func TestWebUISessionsTokens(t *testing.T) {
 		fitsWidth(t, ctx, page)
 	}
 	act(t, ctx, "desktop size", chromedp.EmulateViewport(1280, 900))
+}
+
+// users returns the users and roles the daemon has, asked with Basic.
+func usersOf(t *testing.T, base, user, passwd string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/api/auth/users", nil)
+	req.SetBasicAuth(user, passwd)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestWebUIUsers drives the Users page: add a user, change its role,
+// reset its password, remove it; a viewer is told it cannot.
+func TestWebUIUsers(t *testing.T) {
+	users := clienttest.Users(t, kvmdBin, "admin", "web pass")
+	d := clienttest.Start(t, kvmdBin, nil, "--demo", "--users", users)
+	base := d.URL
+	ctx := startBrowser(t)
+	basicStatus := func(user, passwd string) int {
+		req, _ := http.NewRequest("GET", base+"/api/auth/check", nil)
+		req.SetBasicAuth(user, passwd)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	act(t, ctx, "opening /users", chromedp.Navigate(base+"/users"), ready)
+	login(t, ctx, "admin", "web pass", "")
+	act(t, ctx, "users page", chromedp.WaitVisible(`#users`, chromedp.ByQuery), ready)
+	waitText(t, ctx, "#users tbody", "admin")
+
+	act(t, ctx, "adding eve", fill("#user-name", "eve"), fill("#user-passwd", "eve pass 1"),
+		chromedp.SetValue("#user-role", "viewer", chromedp.ByQuery), chromedp.Click("#user-add", chromedp.ByQuery))
+	waitText(t, ctx, "#users-status", "eve added.")
+	waitText(t, ctx, "#users tbody", "eve")
+	if got := basicStatus("eve", "eve pass 1"); got != 200 {
+		t.Errorf("eve's password: %d", got)
+	}
+	act(t, ctx, "eve becomes operator", chromedp.Evaluate(`(() => {
+		const s = document.querySelector('#users tr[data-name="eve"] select');
+		s.value = 'operator'; s.dispatchEvent(new Event('change', {bubbles: true})); })()`, nil))
+	waitText(t, ctx, "#users-status", "eve is now operator.")
+	if got := usersOf(t, base, "admin", "web pass"); !strings.Contains(got, `{"name":"eve","role":"operator"}`) {
+		t.Errorf("after the role change: %s", got)
+	}
+	act(t, ctx, "resetting eve's password", fill("#user-name", "eve"), fill("#user-passwd", "eve pass 2"),
+		chromedp.Click("#user-reset", chromedp.ByQuery))
+	waitText(t, ctx, "#users-status", "Password of eve reset")
+	if a, b := basicStatus("eve", "eve pass 1"), basicStatus("eve", "eve pass 2"); a != 403 || b != 200 {
+		t.Errorf("after the reset: old password %d, new %d; want 403, 200", a, b)
+	}
+	act(t, ctx, "adding vic", fill("#user-name", "vic"), fill("#user-passwd", "vic pass"),
+		chromedp.SetValue("#user-role", "viewer", chromedp.ByQuery), chromedp.Click("#user-add", chromedp.ByQuery))
+	waitText(t, ctx, "#users tbody", "vic")
+	act(t, ctx, "removing eve", chromedp.Evaluate(`window.confirm = () => true`, nil),
+		chromedp.Click(`#users tr[data-name="eve"] button`, chromedp.ByQuery))
+	waitText(t, ctx, "#users-status", "eve removed.")
+	if got := basicStatus("eve", "eve pass 2"); got != 403 {
+		t.Errorf("removed eve: %d", got)
+	}
+	act(t, ctx, "phone-sized users", chromedp.EmulateViewport(390, 844), chromedp.Reload(), ready)
+	fitsWidth(t, ctx, "/users")
+	act(t, ctx, "desktop size", chromedp.EmulateViewport(1280, 900))
+
+	// A viewer: told, not sent to the login page.
+	act(t, ctx, "logging out", chromedp.Click("#logout", chromedp.ByQuery), chromedp.WaitVisible("#login-submit", chromedp.ByQuery))
+	act(t, ctx, "opening /users as vic", chromedp.Navigate(base+"/users"), ready)
+	login(t, ctx, "vic", "vic pass", "")
+	act(t, ctx, "users page as vic", chromedp.WaitVisible(`#users-status`, chromedp.ByQuery), ready)
+	waitText(t, ctx, "#users-status", "Only an admin can manage users.")
+	if got := location(t, ctx); got != "/users" {
+		t.Errorf("a viewer on /users ended at %q", got)
+	}
 }

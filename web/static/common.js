@@ -28,6 +28,8 @@ export function loginURL() {
  */
 export async function api(path, init = {}) {
   const res = await fetch(path, { credentials: 'same-origin', ...init });
+  // A 403 for a role too low is no ended session: it is returned as is.
+  if (res.status === 403 && (await errorMessage(res.clone())).startsWith('Forbidden: this needs')) return res;
   if (res.status === 401 || res.status === 403) {
     location.replace(loginURL());
     return new Promise(() => {});

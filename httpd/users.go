@@ -1,0 +1,150 @@
+package httpd
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"kvmd/auth"
+	"kvmd/internal/usersfile"
+)
+
+// UserStore edits the users file for /api/auth/users: package usersfile's
+// *Store.
+type UserStore interface {
+	List() ([]usersfile.UserInfo, error)
+	Set(user, passwd string, role auth.Role, create bool) error
+	Delete(user string) error
+}
+
+// listUsers answers GET /api/auth/users (admin): every user of the users
+// file and its role. Never a hash.
+func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) error {
+	list, err := s.cfg.Users.List()
+	if err != nil {
+		return internalError(err)
+	}
+	if list == nil {
+		list = []usersfile.UserInfo{}
+	}
+	return WriteJSON(w, map[string]any{"users": list})
+}
+
+// userBody is the JSON body of POST and PATCH /api/auth/users.
+type userBody struct {
+	Name   string `json:"name"`
+	Passwd string `json:"passwd"`
+	Role   string `json:"role"`
+}
+
+func readUserBody(r *http.Request) (userBody, auth.Role, error) {
+	var b userBody
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return b, 0, BadRequest("Request body could not be read", err)
+	}
+	if err := json.Unmarshal(data, &b); err != nil {
+		return b, 0, BadRequest("Malformed JSON body: an object with name, and passwd and/or role, is expected", err)
+	}
+	name, err := checkUser("name", b.Name)
+	if err != nil {
+		return b, 0, err
+	}
+	b.Name = name
+	if err := checkPasswd("passwd", b.Passwd); err != nil {
+		return b, 0, err
+	}
+	var role auth.Role
+	if b.Role != "" {
+		if role, err = auth.ParseRole(b.Role); err != nil {
+			return b, 0, BadParam("role", "not admin, operator or viewer")
+		}
+	}
+	return b, role, nil
+}
+
+// addUser answers POST /api/auth/users (admin): a new user with a
+// password and a role (default viewer: the least, for a user made in a
+// browser).
+func (s *Server) addUser(w http.ResponseWriter, r *http.Request) error {
+	b, role, err := readUserBody(r)
+	if err != nil {
+		return err
+	}
+	if b.Passwd == "" {
+		return BadParam("passwd", "a new user needs a password")
+	}
+	if role == auth.RoleNone {
+		role = auth.RoleViewer
+	}
+	err = s.cfg.Users.Set(b.Name, b.Passwd, role, true)
+	if errors.Is(err, usersfile.ErrExists) {
+		return BadParam("name", "the user exists")
+	}
+	if err != nil {
+		return tokensFileError(err)
+	}
+	s.auditUser(r, "user added", b.Name, "role", role.String())
+	writeBody(w, http.StatusOK, okEmpty)
+	return nil
+}
+
+// setUser answers PATCH /api/auth/users (admin): a new password (its
+// sessions end), a new role, or both. An admin cannot change its own
+// role: the last admin must not lock everyone out by a slip.
+func (s *Server) setUser(w http.ResponseWriter, r *http.Request) error {
+	id := IdentityFrom(r.Context())
+	b, role, err := readUserBody(r)
+	if err != nil {
+		return err
+	}
+	if b.Passwd == "" && role == auth.RoleNone {
+		return BadParam("passwd", "give a new passwd, a role, or both")
+	}
+	if role != auth.RoleNone && b.Name == id.User && role != auth.RoleAdmin {
+		return BadParam("role", "you cannot take the admin role from yourself")
+	}
+	err = s.cfg.Users.Set(b.Name, b.Passwd, role, false)
+	if errors.Is(err, usersfile.ErrNoUser) {
+		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
+	}
+	if err != nil {
+		return tokensFileError(err)
+	}
+	if b.Passwd != "" {
+		s.auditUser(r, "password reset", b.Name)
+	}
+	writeBody(w, http.StatusOK, okEmpty)
+	return nil
+}
+
+// delUser answers DELETE /api/auth/users?name=NAME (admin): the user, its
+// role and tokens go; its sessions and open requests end.
+func (s *Server) delUser(w http.ResponseWriter, r *http.Request) error {
+	id := IdentityFrom(r.Context())
+	name, err := checkUser("name", r.URL.Query().Get("name"))
+	if err != nil {
+		return err
+	}
+	if name == id.User {
+		return BadParam("name", "you cannot remove yourself")
+	}
+	err = s.cfg.Users.Delete(name)
+	if errors.Is(err, usersfile.ErrNoUser) {
+		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
+	}
+	if err != nil {
+		return tokensFileError(err)
+	}
+	s.auditUser(r, "user removed", name)
+	writeBody(w, http.StatusOK, okEmpty)
+	return nil
+}
+
+// auditUser logs a user management event: who, from where, how.
+func (s *Server) auditUser(r *http.Request, msg, user string, extra ...any) {
+	id := IdentityFrom(r.Context())
+	args := append([]any{"user", user, "by", id.User, "method", string(id.Method), "addr", addrString(s.clientAddr(r))}, extra...)
+	s.cfg.Log.Info(msg, args...)
+}
