@@ -137,7 +137,7 @@ func TestUI(t *testing.T) {
 
 // New refuses a UI without one of its pages.
 func TestUIMissingPage(t *testing.T) {
-	ui := fstest.MapFS{"index.html": {}, "login.html": {}}
+	ui := fstest.MapFS{"index.html": {}, "login.html": {}, "sessions.html": {}, "tokens.html": {}, "users.html": {}}
 	if _, err := New(Config{UI: ui}); err == nil || !strings.Contains(err.Error(), "logs.html") {
 		t.Errorf("New = %v, want an error naming logs.html", err)
 	}
