@@ -158,6 +158,10 @@ func newEnv(t *testing.T, o envOpts) *env {
 		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),
 		Devices: o.devices, Diagnostics: o.diag,
 	}
+	if tfa != nil {
+		cfg.TwoFactor = &auth.Enroll{Path: e.totpPath, Account: "test", Log: log}
+		cfg.TwoFactorOn = e.a.TwoFactor
+	}
 	if o.metrics {
 		cfg.Metrics = metrics.New(metrics.Config{Version: "test", AuthCounts: e.a.Counts, Sessions: e.a.ActiveSessions})
 		cfg.MetricsOpen = o.metricsOpen

@@ -445,3 +445,68 @@ func TestUsersAPI(t *testing.T) {
 		t.Errorf("a password is in the log")
 	}
 }
+
+// TestTwoFactorEnroll: 2FA turned on from the API only with a code of the
+// new secret; then passwords need a code and API tokens do not; off again.
+func TestTwoFactorEnroll(t *testing.T) {
+	e := newEnv(t, envOpts{totpConfigured: true})
+	if err := os.WriteFile(e.totpPath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	admin := xhdr("admin", "admin-pass")
+	eventually(t, "the empty secret file read", func() bool { return e.req("GET", "/api/auth/check", admin, "").status == 200 })
+	tok := e.mkToken(t, admin, `{"name":"ha"}`)
+	admin["Content-Type"] = "application/json"
+	if r := e.req("GET", "/api/auth/totp", admin, ""); !strings.Contains(string(r.body), `"enabled":false`) {
+		t.Fatalf("state: %s", r.body)
+	}
+	if r := e.req("POST", "/api/auth/totp/confirm", admin, `{"code":"123456"}`); r.status != 400 {
+		t.Errorf("confirm before begin: %d", r.status)
+	}
+	r := e.req("POST", "/api/auth/totp/begin", admin, "")
+	var v struct {
+		Result struct {
+			Secret, URI string
+			QR          []string
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(r.body, &v); err != nil || v.Result.Secret == "" || !strings.HasPrefix(v.Result.URI, "otpauth://totp/") {
+		t.Fatalf("begin: %s", r.body)
+	}
+	if n := len(v.Result.QR); n < 29 || len(v.Result.QR[0]) != n || strings.Trim(v.Result.QR[0], "0") != "" {
+		t.Errorf("QR rows: %d, first %q", n, v.Result.QR[0])
+	}
+	if data, _ := os.ReadFile(e.totpPath); len(data) != 0 {
+		t.Errorf("secret written before the confirm")
+	}
+	wrong := code(t, v.Result.Secret)
+	wrong = string('0'+(wrong[0]-'0'+1)%10) + wrong[1:]
+	if r := e.req("POST", "/api/auth/totp/confirm", admin, `{"code":"`+wrong+`"}`); r.status != 400 {
+		t.Errorf("wrong code: %d", r.status)
+	}
+	if r := e.req("POST", "/api/auth/totp/confirm", admin, `{"code":"`+code(t, v.Result.Secret)+`"}`); r.status != 200 {
+		t.Fatalf("confirm: %d %s", r.status, r.body)
+	}
+	if data, _ := os.ReadFile(e.totpPath); strings.TrimSpace(string(data)) != v.Result.Secret {
+		t.Errorf("secret file = %q", data)
+	}
+	eventually(t, "passwords need the code", func() bool {
+		return e.req("GET", "/api/auth/check", xhdr("viewer", "viewer pass"), "").status == 403
+	})
+	if r := e.req("GET", "/api/auth/check", xhdr("viewer", "viewer pass"+code(t, v.Result.Secret)), ""); r.status != 200 {
+		t.Errorf("password with the code: %d", r.status)
+	}
+	if r := e.req("GET", "/api/auth/check", bearer(tok), ""); r.status != 200 {
+		t.Errorf("API token under 2FA: %d", r.status)
+	}
+	admin = xhdr("admin", "admin-pass"+code(t, v.Result.Secret))
+	if r := e.req("DELETE", "/api/auth/totp", admin, ""); r.status != 200 {
+		t.Fatalf("disable: %d %s", r.status, r.body)
+	}
+	eventually(t, "2FA off", func() bool {
+		return e.req("GET", "/api/auth/check", xhdr("viewer", "viewer pass"), "").status == 200
+	})
+	if !strings.Contains(e.logs.String(), `msg="2FA changed" state=on user=admin`) || strings.Contains(e.logs.String(), v.Result.Secret) {
+		t.Errorf("log: no 2FA line, or the secret")
+	}
+}

@@ -30,6 +30,10 @@ type Config struct {
 	// Users, when set, serves /api/auth/users (admin): the users file
 	// edited from the web UI.
 	Users UserStore
+	// TwoFactor, when set, serves /api/auth/totp (admin): 2FA turned on
+	// from the browser, and off; TwoFactorOn says whether it is on.
+	TwoFactor   TwoFactorEnroller
+	TwoFactorOn func() bool
 	// Log receives server errors; AccessLog, when set, one line a request.
 	Log       *slog.Logger
 	AccessLog *slog.Logger
@@ -139,6 +143,12 @@ func New(cfg Config) (*Server, error) {
 		s.Handle("POST", "/auth/users", auth.RoleAdmin, s.addUser)
 		s.Handle("PATCH", "/auth/users", auth.RoleAdmin, s.setUser)
 		s.Handle("DELETE", "/auth/users", auth.RoleAdmin, s.delUser)
+	}
+	if cfg.TwoFactor != nil {
+		s.Handle("GET", "/auth/totp", auth.RoleAdmin, s.totpState)
+		s.Handle("POST", "/auth/totp/begin", auth.RoleAdmin, s.totpBegin)
+		s.Handle("POST", "/auth/totp/confirm", auth.RoleAdmin, s.totpConfirm)
+		s.Handle("DELETE", "/auth/totp", auth.RoleAdmin, s.totpDisable)
 	}
 	if cfg.Info != nil {
 		s.Handle("GET", "/info", auth.RoleViewer, s.info)

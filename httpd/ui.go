@@ -26,12 +26,13 @@ var uiPages = map[string]struct {
 	file   string
 	public bool
 }{
-	"/":         {file: "index.html"},
-	"/logs":     {file: "logs.html"},
-	"/sessions": {file: "sessions.html"},
-	"/tokens":   {file: "tokens.html"},
-	"/users":    {file: "users.html"},
-	"/login":    {file: "login.html", public: true},
+	"/":          {file: "index.html"},
+	"/logs":      {file: "logs.html"},
+	"/sessions":  {file: "sessions.html"},
+	"/tokens":    {file: "tokens.html"},
+	"/users":     {file: "users.html"},
+	"/twofactor": {file: "twofactor.html"},
+	"/login":     {file: "login.html", public: true},
 }
 
 // uiAliases are PiKVM's page paths that kvmd's login may redirect to

@@ -11,14 +11,15 @@ import (
 
 // testUI stands in for package web's files.
 var testUI = fstest.MapFS{
-	"index.html":    {Data: []byte("<!doctype html><title>dashboard</title>")},
-	"logs.html":     {Data: []byte("<!doctype html><title>logs</title>")},
-	"login.html":    {Data: []byte("<!doctype html><title>login</title>")},
-	"sessions.html": {Data: []byte("<!doctype html><title>sessions</title>")},
-	"users.html":    {Data: []byte("<!doctype html><title>users</title>")},
-	"tokens.html":   {Data: []byte("<!doctype html><title>tokens</title>")},
-	"app.css":       {Data: []byte("body{}")},
-	"common.js":     {Data: []byte("export const x = 1;")},
+	"index.html":     {Data: []byte("<!doctype html><title>dashboard</title>")},
+	"logs.html":      {Data: []byte("<!doctype html><title>logs</title>")},
+	"login.html":     {Data: []byte("<!doctype html><title>login</title>")},
+	"sessions.html":  {Data: []byte("<!doctype html><title>sessions</title>")},
+	"twofactor.html": {Data: []byte("<!doctype html><title>2fa</title>")},
+	"users.html":     {Data: []byte("<!doctype html><title>users</title>")},
+	"tokens.html":    {Data: []byte("<!doctype html><title>tokens</title>")},
+	"app.css":        {Data: []byte("body{}")},
+	"common.js":      {Data: []byte("export const x = 1;")},
 }
 
 // uiGet sends a request without following redirects.
@@ -137,7 +138,7 @@ func TestUI(t *testing.T) {
 
 // New refuses a UI without one of its pages.
 func TestUIMissingPage(t *testing.T) {
-	ui := fstest.MapFS{"index.html": {}, "login.html": {}, "sessions.html": {}, "tokens.html": {}, "users.html": {}}
+	ui := fstest.MapFS{"index.html": {}, "login.html": {}, "sessions.html": {}, "tokens.html": {}, "users.html": {}, "twofactor.html": {}}
 	if _, err := New(Config{UI: ui}); err == nil || !strings.Contains(err.Error(), "logs.html") {
 		t.Errorf("New = %v, want an error naming logs.html", err)
 	}

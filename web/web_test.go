@@ -31,7 +31,7 @@ func TestFilesPresent(t *testing.T) {
 	for _, name := range []string{
 		"login.html", "index.html", "logs.html", "app.css", "common.js",
 		"login.js", "dashboard.js", "logs.js", "favicon.svg",
-		"sessions.html", "sessions.js", "tokens.html", "tokens.js", "users.html", "users.js",
+		"sessions.html", "sessions.js", "tokens.html", "tokens.js", "users.html", "users.js", "twofactor.html", "twofactor.js",
 	} {
 		if files[name] == "" {
 			t.Errorf("%s is missing or empty", name)

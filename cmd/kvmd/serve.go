@@ -117,6 +117,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if hcfg.Devices, err = startDevices(ctx, src, nil, log); err != nil {
 		return err
 	}
+	if cfg.TOTPSecret != "" {
+		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: authLog}
+		hcfg.TwoFactorOn = a.TwoFactor
+	}
 	if !cfg.MetricsAuth {
 		log.Info("metrics served without authentication (metrics-auth false)")
 	}
@@ -294,4 +298,13 @@ func watchdog(ctx context.Context, log *slog.Logger) {
 			daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 		}
 	}
+}
+
+// hostLabel is the label authenticator apps show for this device's 2FA:
+// the host name, so that several KVMs can be told apart.
+func hostLabel() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "kvmd"
 }

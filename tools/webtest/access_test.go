@@ -5,10 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/pquerna/otp/totp"
 
 	"kvmd/client/clienttest"
 )
@@ -194,5 +198,74 @@ func TestWebUIUsers(t *testing.T) {
 	waitText(t, ctx, "#users-status", "Only an admin can manage users.")
 	if got := location(t, ctx); got != "/users" {
 		t.Errorf("a viewer on /users ended at %q", got)
+	}
+}
+
+// TestWebUIEnroll2FA drives the 2FA page: a new secret shown as a QR code
+// and text, a wrong code refused (nothing written), the right one turns
+// 2FA on (the secret file holds it; a password now needs the code), and
+// off again.
+func TestWebUIEnroll2FA(t *testing.T) {
+	totpFile := filepath.Join(t.TempDir(), "totp.secret")
+	if err := os.WriteFile(totpFile, nil, 0o600); err != nil { // configured, off
+		t.Fatal(err)
+	}
+	users := clienttest.Users(t, kvmdBin, "admin", "web pass")
+	d := clienttest.Start(t, kvmdBin, nil, "--demo", "--users", users, "--totp-secret", totpFile)
+	base := d.URL
+	ctx := startBrowser(t)
+	basicStatus := func(passwd string) int {
+		req, _ := http.NewRequest("GET", base+"/api/auth/check", nil)
+		req.SetBasicAuth("admin", passwd)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	act(t, ctx, "opening /twofactor", chromedp.Navigate(base+"/twofactor"), ready)
+	login(t, ctx, "admin", "web pass", "")
+	act(t, ctx, "2FA page", chromedp.WaitVisible(`#tfa-status`, chromedp.ByQuery), ready)
+	waitText(t, ctx, "#tfa-status", "2FA is off.")
+	act(t, ctx, "beginning", chromedp.Click("#tfa-begin", chromedp.ByQuery), chromedp.WaitVisible("#tfa-qr svg", chromedp.ByQuery))
+	secret := strings.TrimSpace(text(t, ctx, "#tfa-secret"))
+	var qrPath string
+	act(t, ctx, "reading the QR", chromedp.Evaluate(`document.querySelector('#tfa-qr path').getAttribute('d').length`, new(int)),
+		chromedp.AttributeValue("#tfa-qr path", "d", &qrPath, nil, chromedp.ByQuery))
+	if len(secret) < 16 || len(qrPath) < 500 {
+		t.Fatalf("secret %q, QR path of %d bytes", secret, len(qrPath))
+	}
+	code, err := totp.GenerateCode(secret, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := string('0'+(code[0]-'0'+1)%10) + code[1:]
+	act(t, ctx, "a wrong code", fill("#tfa-code", wrong), chromedp.Click("#tfa-confirm", chromedp.ByQuery))
+	waitText(t, ctx, "#tfa-status", "Not turned on")
+	if data, _ := os.ReadFile(totpFile); len(data) != 0 {
+		t.Fatalf("the secret was written after a wrong code")
+	}
+	act(t, ctx, "the right code", fill("#tfa-code", code), chromedp.Click("#tfa-confirm", chromedp.ByQuery))
+	waitText(t, ctx, "#tfa-status", "2FA is on.")
+	if data, _ := os.ReadFile(totpFile); strings.TrimSpace(string(data)) != secret {
+		t.Errorf("secret file = %q, want the secret shown", data)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for basicStatus("web pass") != 403 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	now, _ := totp.GenerateCode(secret, time.Now())
+	if a, b := basicStatus("web pass"), basicStatus("web pass"+now); a != 403 || b != 200 {
+		t.Errorf("with 2FA on: no code %d, code %d; want 403, 200", a, b)
+	}
+	act(t, ctx, "phone-sized 2FA", chromedp.EmulateViewport(390, 844), chromedp.Reload(), ready)
+	fitsWidth(t, ctx, "/twofactor")
+	act(t, ctx, "desktop size", chromedp.EmulateViewport(1280, 900))
+	act(t, ctx, "turning off", chromedp.Evaluate(`window.confirm = () => true`, nil), chromedp.Click("#tfa-off", chromedp.ByQuery))
+	waitText(t, ctx, "#tfa-status", "2FA is off.")
+	if data, _ := os.ReadFile(totpFile); len(data) != 0 {
+		t.Errorf("secret file after off = %q", data)
 	}
 }
