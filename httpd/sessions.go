@@ -124,6 +124,11 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 // token: the only time it is shown.
 func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 	id := IdentityFrom(r.Context())
+	if id.Method == auth.MethodToken {
+		// A leaked token must not be able to mint itself successors
+		// that outlive its revocation.
+		return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "Forbidden: an API token cannot make API tokens; sign in with a password"}
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return BadRequest("Request body could not be read", err)
