@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"kvmd/atx"
+	"kvmd/auth"
 	"kvmd/events"
 )
 
@@ -45,8 +46,8 @@ type ATX interface {
 // GPIO, HID, ATX, MSD, Streamer).
 var wsEventTypes = []string{"gpio", "hid", "atx", "msd", "streamer"}
 
-// registerDevices registers every device route. Roles (when they come):
-// the GETs and /ws need a viewer, the POSTs an operator.
+// registerDevices registers every device route: the GETs and /ws need a
+// viewer, everything that changes state (POST, DELETE) an operator.
 func (s *Server) registerDevices() {
 	d := s.cfg.Devices
 	if d == nil {
@@ -55,29 +56,29 @@ func (s *Server) registerDevices() {
 	if d.Events == nil {
 		d.Events = &events.Hub{}
 	}
-	s.Handle("GET", "/ws", s.ws)
-	s.Handle("GET", "/atx", s.atxState)
-	s.Handle("POST", "/atx/power", s.atxPower)
-	s.Handle("POST", "/atx/click", s.atxClick)
-	s.Handle("GET", "/gpio", s.deviceState("gpio"))
-	s.Handle("POST", "/gpio/switch", s.gpioAction("switch"))
-	s.Handle("POST", "/gpio/pulse", s.gpioAction("pulse"))
-	s.Handle("GET", "/hid", s.deviceState("hid"))
-	s.Handle("GET", "/msd", s.deviceState("msd"))
-	s.Handle("GET", "/streamer", s.deviceState("streamer"))
+	s.Handle("GET", "/ws", auth.RoleViewer, s.ws)
+	s.Handle("GET", "/atx", auth.RoleViewer, s.atxState)
+	s.Handle("POST", "/atx/power", auth.RoleOperator, s.atxPower)
+	s.Handle("POST", "/atx/click", auth.RoleOperator, s.atxClick)
+	s.Handle("GET", "/gpio", auth.RoleViewer, s.deviceState("gpio"))
+	s.Handle("POST", "/gpio/switch", auth.RoleOperator, s.gpioAction("switch"))
+	s.Handle("POST", "/gpio/pulse", auth.RoleOperator, s.gpioAction("pulse"))
+	s.Handle("GET", "/hid", auth.RoleViewer, s.deviceState("hid"))
+	s.Handle("GET", "/msd", auth.RoleViewer, s.deviceState("msd"))
+	s.Handle("GET", "/streamer", auth.RoleViewer, s.deviceState("streamer"))
 	msdOps := []struct{ method, path string }{
 		{"POST", "/msd/set_params"}, {"POST", "/msd/set_connected"}, {"POST", "/msd/write"},
 		{"POST", "/msd/write_remote"}, {"POST", "/msd/remove"}, {"POST", "/msd/reset"}, {"GET", "/msd/read"},
 	}
 	for _, op := range msdOps {
-		s.Handle(op.method, op.path, notImplemented("MsdOperationError", http.StatusBadRequest,
+		s.Handle(op.method, op.path, roleFor(op.method), notImplemented("MsdOperationError", http.StatusBadRequest,
 			"This daemon reads the mass-storage drive's state but does not manage images or the drive (no upload, download, connect or reset)"))
 	}
 	for _, op := range []struct{ method, path string }{
 		{"GET", "/streamer/snapshot"}, {"DELETE", "/streamer/snapshot"}, {"GET", "/streamer/ocr"},
 		{"POST", "/streamer/set_params"}, {"POST", "/streamer/reset"},
 	} {
-		s.Handle(op.method, op.path, notImplemented("UnavailableError", http.StatusServiceUnavailable,
+		s.Handle(op.method, op.path, roleFor(op.method), notImplemented("UnavailableError", http.StatusServiceUnavailable,
 			"No streamer runs under this daemon: snapshots, OCR and stream parameters are not available"))
 	}
 }
@@ -207,4 +208,13 @@ func (s *Server) gpioAction(op string) HandlerFunc {
 		}
 		return &Error{Status: http.StatusBadRequest, Name: "GpioPulseNotSupported", Msg: "This GPIO channel does not support pulsing: it is read-only here"}
 	}
+}
+
+// roleFor is the role a device route of method needs: reading is a
+// viewer's, changing an operator's.
+func roleFor(method string) auth.Role {
+	if method == http.MethodGet {
+		return auth.RoleViewer
+	}
+	return auth.RoleOperator
 }

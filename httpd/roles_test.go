@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -74,9 +75,11 @@ func (e *env) mkToken(t *testing.T, hdr map[string]string, body string) string {
 // through Server.Handle (the endpoints of other files included once they
 // are), with a user of each role authenticated each way: a role below the
 // route's gets 403 ForbiddenError before the handler runs, a role at or
-// above it gets the handler's own answer (never 401/403, never a 5xx).
+// above it gets the handler's own answer (never 401/403, never a 500;
+// a 503 is the normal answer of what this daemon does not do).
 func TestRoleTable(t *testing.T) {
-	e := newEnv(t, envOpts{log: &fakeLog{}, info: &fakeInfo{}, metrics: true, extraRoutes: func(s *Server) {
+	devices, _ := testDevices(t)
+	e := newEnv(t, envOpts{log: &fakeLog{}, info: &fakeInfo{}, metrics: true, devices: devices, extraRoutes: func(s *Server) {
 		ok := func(w http.ResponseWriter, r *http.Request) error { writeBody(w, 200, okEmpty); return nil }
 		// Stand-ins for the routes of other issues: ATX (operator) and
 		// diagnostics (admin), which register the same way.
@@ -126,7 +129,7 @@ func TestRoleTable(t *testing.T) {
 			status, name := e.rawReq(t, rt.Method, "/api"+rt.Path, c.hdr(), "")
 			allowed := c.role >= rt.Role
 			switch {
-			case allowed && (status == 401 || status == 403 || status >= 500):
+			case allowed && (status == 401 || status == 403 || status == 500):
 				t.Errorf("%s %s needs %s; %s (%s) got %d %s, want its success", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
 			case !allowed && (status != 403 || name != "ForbiddenError"):
 				t.Errorf("%s %s needs %s; %s (%s) got %d %q, want 403 ForbiddenError", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
@@ -515,5 +518,28 @@ func TestTwoFactorEnroll(t *testing.T) {
 	})
 	if !strings.Contains(e.logs.String(), `msg="2FA changed" state=on user=admin`) || strings.Contains(e.logs.String(), v.Result.Secret) {
 		t.Errorf("log: no 2FA line, or the secret")
+	}
+}
+
+// TestEndingClosesWebSocket: a WebSocket opened with a session closes
+// when the session is ended elsewhere.
+func TestEndingClosesWebSocket(t *testing.T) {
+	d, _ := testDevices(t)
+	e := newEnv(t, envOpts{devices: d})
+	tok := e.login("viewer", "viewer pass")
+	c := dialWS(t, e, "", http.Header{"Cookie": {"auth_token=" + tok}})
+	readEvent(t, c) // the first state event: the socket is up
+	if r := e.req("DELETE", "/api/auth/sessions?user=viewer", xhdr("admin", "admin-pass"), ""); r.status != 200 {
+		t.Fatalf("DELETE: %d", r.status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatal("the WebSocket stayed open after its session ended")
+			}
+			return
+		}
 	}
 }
