@@ -379,9 +379,19 @@ func (a *Authenticator) Login(ctx context.Context, user, passwd string, expire t
 	return a.Sessions.Start(user, addr, MethodLogin, expire, a.Now())
 }
 
-// Role returns user's role (Users.Role): admin for a user the roles file
-// does not name.
-func (a *Authenticator) Role(user string) Role { return a.Users.Role(user) }
+// Role returns user's role: for a user of an external backend that gives
+// roles (LDAP role groups), the backend's; otherwise the roles file's
+// (Users.Role), admin for a user it does not name.
+func (a *Authenticator) Role(user string) Role {
+	if a.External != nil && !a.External.Local(user) {
+		if name, ok := a.External.Role(user); ok {
+			if r, err := ParseRole(name); err == nil {
+				return r
+			}
+		}
+	}
+	return a.Users.Role(user)
+}
 
 // Session returns who a session token lets in. The token must have passed
 // ValidToken.
@@ -395,7 +405,7 @@ func (a *Authenticator) Session(token string, addr netip.Addr) (Principal, error
 		return Principal{}, ErrForbidden
 	}
 	a.counts.add(MethodCookie, ResultOK)
-	return Principal{User: ss.user, Role: a.Users.Role(ss.user), Done: ss.ctx, Session: ss.id()}, nil
+	return Principal{User: ss.user, Role: a.Role(ss.user), Done: ss.ctx, Session: ss.id()}, nil
 }
 
 // tokenLogEvery is the least time between two "token used" lines of one
@@ -425,7 +435,7 @@ func (a *Authenticator) Token(secret string, addr netip.Addr) (Principal, error)
 	if !external && !a.Users.Has(user) {
 		return Principal{}, a.fail(user, MethodToken, addr, "API token of a user no longer in the users file", "token", lt.info.Name)
 	}
-	role := min(lt.role, a.Users.Role(user))
+	role := min(lt.role, a.Role(user))
 	a.counts.add(MethodToken, ResultOK)
 	if last := lt.announce.Load(); now.UnixNano()-last >= int64(tokenLogEvery) && lt.announce.CompareAndSwap(last, now.UnixNano()) {
 		a.Log.Info("token used", "user", user, "token", lt.info.Name, "role", role.String(), "method", string(MethodToken), "addr", addrString(addr))

@@ -243,3 +243,12 @@ func (e *External) cached() int {
 	defer e.mu.Unlock()
 	return len(e.cache)
 }
+
+// Role returns the role the backend gave user at its last accepted
+// check (LDAP role groups), and false when it gives none.
+func (e *External) Role(user string) (string, bool) {
+	if r, ok := e.backend.(backend.Roler); ok {
+		return r.Role(user)
+	}
+	return "", false
+}

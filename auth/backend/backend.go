@@ -30,3 +30,11 @@ var (
 	// answer in time.
 	ErrUnavailable = errors.New("authentication service unavailable")
 )
+
+// Roler is a Backend that also tells the role (admin, operator, viewer)
+// of the users it accepted, from what its service says of them (LDAP
+// groups, a RADIUS attribute): the role its last Verify found, and false
+// when it found none (the roles file then decides).
+type Roler interface {
+	Role(user string) (role string, ok bool)
+}

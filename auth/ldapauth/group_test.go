@@ -91,7 +91,7 @@ func TestCheckGroupAD(t *testing.T) {
 				tc.who.Conn = d.(*ldap.Conn)
 				d = tc.who
 			}
-			err = b.checkGroup(t.Context(), d, tc.user.Name, b.bindName(tc.user.Name))
+			err = b.checkGroup(t.Context(), d, tc.user.Name, b.bindName(tc.user.Name), b.group)
 			if tc.want == nil && err != nil || !errors.Is(err, tc.want) {
 				t.Fatalf("checkGroup: %v, want %v", err, tc.want)
 			}

@@ -64,6 +64,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -101,8 +102,43 @@ type Config struct {
 	BaseDN string
 	// Group, when set, is the DN of a group the user must be a member of.
 	Group string
+	// RoleGroups, when set, give users their role: the first group, in
+	// order, the user is a direct member of (checked as Group is) gives
+	// its role; a user in none of them is refused.
+	RoleGroups []RoleGroup
 	// Timeout bounds each Verify; zero means DefaultTimeout.
 	Timeout time.Duration
+}
+
+// RoleGroup maps the members of an LDAP group to a role.
+type RoleGroup struct {
+	Role string // admin, operator or viewer
+	DN   string
+}
+
+// ParseRoleGroups reads "admin=DN;operator=DN;viewer=DN" (any of them, in
+// the order of precedence; DNs hold commas, hence the semicolons).
+func ParseRoleGroups(s string) ([]RoleGroup, error) {
+	var out []RoleGroup
+	for _, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		role, dn, ok := strings.Cut(part, "=")
+		role, dn = strings.TrimSpace(role), strings.TrimSpace(dn)
+		switch {
+		case !ok || dn == "":
+			return nil, fmt.Errorf("ldap: role group %q is not ROLE=DN", part)
+		case role != "admin" && role != "operator" && role != "viewer":
+			return nil, fmt.Errorf("ldap: role group %q: the role is not admin, operator or viewer", part)
+		}
+		if _, err := ldap.ParseDN(dn); err != nil {
+			return nil, fmt.Errorf("ldap: role group %q: %w", part, err)
+		}
+		out = append(out, RoleGroup{Role: role, DN: dn})
+	}
+	return out, nil
 }
 
 // A Backend checks passwords against one LDAP server. It is safe for
@@ -116,7 +152,22 @@ type Backend struct {
 	dnTemplate bool
 	baseDN     string
 	group      string
+	roleGroups []RoleGroup
 	timeout    time.Duration
+
+	rolesMu sync.RWMutex
+	roles   map[string]string // user -> the role its last accepted Verify found
+}
+
+var _ backend.Roler = (*Backend)(nil)
+
+// Role returns the role the user's last accepted Verify found from
+// RoleGroups; false without RoleGroups.
+func (b *Backend) Role(user string) (string, bool) {
+	b.rolesMu.RLock()
+	defer b.rolesMu.RUnlock()
+	r, ok := b.roles[user]
+	return r, ok
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -198,8 +249,9 @@ func New(cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("ldap: %s %q: not a DN", dn.name, dn.val)
 		}
 	}
-	b.baseDN, b.group = cfg.BaseDN, cfg.Group
-	if b.group != "" && !b.dnTemplate && b.baseDN == "" {
+	b.baseDN, b.group, b.roleGroups = cfg.BaseDN, cfg.Group, cfg.RoleGroups
+	b.roles = map[string]string{}
+	if (b.group != "" || len(b.roleGroups) > 0) && !b.dnTemplate && b.baseDN == "" {
 		return nil, fmt.Errorf("ldap: user template %q is not a DN: the group check needs a base DN to find the user's entry under", cfg.UserTemplate)
 	}
 	return b, nil
@@ -242,10 +294,28 @@ func (b *Backend) Verify(ctx context.Context, user, passwd string) error {
 		}
 		return unavailable(ctx, fmt.Sprintf("bind as %q", bindName), err)
 	}
-	if b.group == "" {
+	if b.group != "" {
+		if err := b.checkGroup(ctx, conn, user, bindName, b.group); err != nil {
+			return err
+		}
+	}
+	if len(b.roleGroups) == 0 {
 		return nil
 	}
-	return b.checkGroup(ctx, conn, user, bindName)
+	for _, rg := range b.roleGroups {
+		err := b.checkGroup(ctx, conn, user, bindName, rg.DN)
+		if errors.Is(err, backend.ErrRejected) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b.rolesMu.Lock()
+		b.roles[user] = rg.Role
+		b.rolesMu.Unlock()
+		return nil
+	}
+	return fmt.Errorf("ldap: %w: %s is in none of the role groups", backend.ErrRejected, user)
 }
 
 // checkUser refuses the user names that no directory holds and that
@@ -339,33 +409,33 @@ type directory interface {
 }
 
 // checkGroup returns nil when the bound user is a direct member of
-// b.group. See the package comment for how.
-func (b *Backend) checkGroup(ctx context.Context, d directory, user, bindName string) error {
+// group. See the package comment for how.
+func (b *Backend) checkGroup(ctx context.Context, d directory, user, bindName, group string) error {
 	userDN, err := b.userDN(ctx, d, bindName)
 	if err != nil {
 		return err
 	}
 	esc := ldap.EscapeFilter(userDN)
-	res, err := d.Search(b.searchRequest(ctx, b.group, ldap.ScopeBaseObject,
+	res, err := d.Search(b.searchRequest(ctx, group, ldap.ScopeBaseObject,
 		"(|(member="+esc+")(uniqueMember="+esc+"))"))
 	groupMissing := ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject)
 	switch {
 	case err != nil && !groupMissing:
-		return unavailable(ctx, "searching group "+b.group, err)
+		return unavailable(ctx, "searching group "+group, err)
 	case err == nil && len(res.Entries) > 0:
 		return nil
 	}
 	res, err = d.Search(b.searchRequest(ctx, userDN, ldap.ScopeBaseObject,
-		"(memberOf="+ldap.EscapeFilter(b.group)+")"))
+		"(memberOf="+ldap.EscapeFilter(group)+")"))
 	switch {
 	case err != nil && !ldap.IsErrorWithCode(err, ldap.LDAPResultNoSuchObject):
 		return unavailable(ctx, "searching "+userDN+"'s groups", err)
 	case err == nil && len(res.Entries) > 0:
 		return nil
 	case groupMissing:
-		return unavailable(ctx, "group "+b.group, errors.New("no such entry, or the user may not read it"))
+		return unavailable(ctx, "group "+group, errors.New("no such entry, or the user may not read it"))
 	}
-	return fmt.Errorf("ldap: %w: %s (%s) is not a member of %s", backend.ErrRejected, user, userDN, b.group)
+	return fmt.Errorf("ldap: %w: %s (%s) is not a member of %s", backend.ErrRejected, user, userDN, group)
 }
 
 // userDN returns the DN of the entry the connection is bound as.

@@ -34,10 +34,14 @@ func newBackend(cfg Config) (backend.Backend, error) {
 func externalBackend(cfg Config) (backend.Backend, error) {
 	switch cfg.AuthBackend {
 	case "ldap":
+		roleGroups, err := ldapauth.ParseRoleGroups(cfg.LDAPRoleGroups)
+		if err != nil {
+			return nil, err
+		}
 		b, err := ldapauth.New(ldapauth.Config{
 			URL: cfg.LDAPURL, StartTLS: cfg.LDAPStartTLS, CAFile: cfg.LDAPCAFile,
 			InsecureSkipVerify: cfg.LDAPInsecureSkipVerify, UserTemplate: cfg.LDAPUserTemplate,
-			BaseDN: cfg.LDAPBaseDN, Group: cfg.LDAPGroup, Timeout: cfg.AuthTimeout,
+			BaseDN: cfg.LDAPBaseDN, Group: cfg.LDAPGroup, RoleGroups: roleGroups, Timeout: cfg.AuthTimeout,
 		})
 		if err != nil {
 			return nil, err

@@ -59,6 +59,7 @@ type Config struct {
 	LDAPUserTemplate       string        `yaml:"ldap-user-template"`
 	LDAPBaseDN             string        `yaml:"ldap-base-dn"`
 	LDAPGroup              string        `yaml:"ldap-group"`
+	LDAPRoleGroups         string        `yaml:"ldap-role-groups"`
 	RADIUSServer           string        `yaml:"radius-server"`
 	RADIUSSecretFile       string        `yaml:"radius-secret-file"`
 	RADIUSRetries          int           `yaml:"radius-retries"`
@@ -158,6 +159,7 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.LDAPUserTemplate, "ldap-user-template", cfg.LDAPUserTemplate, "bind name, {user} for the user: uid={user},ou=people,dc=example,dc=org or {user}@corp.example.com")
 	fs.StringVar(&cfg.LDAPBaseDN, "ldap-base-dn", cfg.LDAPBaseDN, "`DN` under which the user's entry is searched (for --ldap-group when the template is not a DN)")
 	fs.StringVar(&cfg.LDAPGroup, "ldap-group", cfg.LDAPGroup, "`DN` of a group users must be members of (empty: none)")
+	fs.StringVar(&cfg.LDAPRoleGroups, "ldap-role-groups", cfg.LDAPRoleGroups, "roles from LDAP groups: `admin=DN;operator=DN;viewer=DN`, the first the user is in gives its role; in none: refused (empty: the roles file)")
 	fs.StringVar(&cfg.RADIUSServer, "radius-server", cfg.RADIUSServer, "RADIUS server, `host:port` (port 1812 if none)")
 	fs.StringVar(&cfg.RADIUSSecretFile, "radius-secret-file", cfg.RADIUSSecretFile, "`file` holding the RADIUS shared secret")
 	fs.IntVar(&cfg.RADIUSRetries, "radius-retries", cfg.RADIUSRetries, "send a RADIUS request this many more times when no answer comes (within --auth-timeout)")
@@ -304,6 +306,7 @@ func (c *Config) checkAuth() error {
 			{"ldap-insecure-skip-verify", c.LDAPInsecureSkipVerify, false},
 			{"ldap-base-dn", c.LDAPBaseDN != "", false},
 			{"ldap-group", c.LDAPGroup != "", false},
+			{"ldap-role-groups", c.LDAPRoleGroups != "", false},
 		},
 		"radius": {
 			{"radius-server", c.RADIUSServer != "", true},
