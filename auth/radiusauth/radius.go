@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode"
@@ -61,7 +62,14 @@ type Config struct {
 	// NASIdentifier is the NAS-Identifier attribute, which the server
 	// may match its policy on; empty means DefaultNASIdentifier.
 	NASIdentifier string
+	// FilterIDRoles takes the user's role from the Filter-Id attribute
+	// (RFC 2865, 11) of the Access-Accept: "kvmd-admin", "kvmd-operator"
+	// or "kvmd-viewer". An accept without one of them is refused.
+	FilterIDRoles bool
 }
+
+// filterIDRoles are the Filter-Id values that give a role.
+var filterIDRoles = map[string]string{"kvmd-admin": "admin", "kvmd-operator": "operator", "kvmd-viewer": "viewer"}
 
 // A Backend checks passwords against one RADIUS server. Its methods are
 // safe for concurrent use: each Verify uses its own socket.
@@ -71,9 +79,25 @@ type Backend struct {
 	timeout time.Duration
 	retries int
 	nasID   string
+
+	filterIDRoles bool
+	rolesMu       sync.RWMutex
+	roles         map[string]string // user -> the role of its last Access-Accept
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Roler   = (*Backend)(nil)
+)
+
+// Role returns the role the user's last Access-Accept gave (FilterIDRoles);
+// false without FilterIDRoles.
+func (b *Backend) Role(user string) (string, bool) {
+	b.rolesMu.RLock()
+	defer b.rolesMu.RUnlock()
+	r, ok := b.roles[user]
+	return r, ok
+}
 
 // New checks cfg and returns a Backend for it. It does no network I/O.
 func New(cfg Config) (*Backend, error) {
@@ -110,6 +134,9 @@ func New(cfg Config) (*Backend, error) {
 		timeout: timeout,
 		retries: cfg.Retries,
 		nasID:   nasID,
+
+		filterIDRoles: cfg.FilterIDRoles,
+		roles:         map[string]string{},
 	}, nil
 }
 
@@ -203,7 +230,19 @@ func (b *Backend) Verify(ctx context.Context, user, passwd string) error {
 	}
 	switch resp.Code {
 	case radius.CodeAccessAccept:
-		return nil
+		if !b.filterIDRoles {
+			return nil
+		}
+		ids, _ := rfc2865.FilterID_GetStrings(resp)
+		for _, v := range ids {
+			if role, ok := filterIDRoles[v]; ok {
+				b.rolesMu.Lock()
+				b.roles[user] = role
+				b.rolesMu.Unlock()
+				return nil
+			}
+		}
+		return fmt.Errorf("radius: %s: Access-Accept without a Filter-Id of kvmd-admin, kvmd-operator or kvmd-viewer: %w", b.server, backend.ErrRejected)
 	case radius.CodeAccessReject:
 		// The Reply-Message is the server's text for the user; it may
 		// say why (an expired account), so it goes into the log, cut.

@@ -54,7 +54,7 @@ func externalBackend(cfg Config) (backend.Backend, error) {
 		}
 		b, err := radiusauth.New(radiusauth.Config{
 			Server: cfg.RADIUSServer, Secret: secret, Timeout: cfg.AuthTimeout,
-			Retries: cfg.RADIUSRetries, NASIdentifier: cfg.RADIUSNASID,
+			Retries: cfg.RADIUSRetries, NASIdentifier: cfg.RADIUSNASID, FilterIDRoles: cfg.RADIUSFilterIDRoles,
 		})
 		if err != nil {
 			return nil, err

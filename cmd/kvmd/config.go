@@ -64,6 +64,7 @@ type Config struct {
 	RADIUSSecretFile       string        `yaml:"radius-secret-file"`
 	RADIUSRetries          int           `yaml:"radius-retries"`
 	RADIUSNASID            string        `yaml:"radius-nas-id"`
+	RADIUSFilterIDRoles    bool          `yaml:"radius-filter-id-roles"`
 	HTTPAuthURL            string        `yaml:"http-auth-url"`
 	HTTPAuthSecretFile     string        `yaml:"http-auth-secret-file"`
 	HTTPAuthCAFile         string        `yaml:"http-auth-ca-file"`
@@ -164,6 +165,7 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.RADIUSSecretFile, "radius-secret-file", cfg.RADIUSSecretFile, "`file` holding the RADIUS shared secret")
 	fs.IntVar(&cfg.RADIUSRetries, "radius-retries", cfg.RADIUSRetries, "send a RADIUS request this many more times when no answer comes (within --auth-timeout)")
 	fs.StringVar(&cfg.RADIUSNASID, "radius-nas-id", cfg.RADIUSNASID, "NAS-Identifier sent to the RADIUS server")
+	fs.BoolVar(&cfg.RADIUSFilterIDRoles, "radius-filter-id-roles", cfg.RADIUSFilterIDRoles, "take the role from the Access-Accept's Filter-Id (kvmd-admin, kvmd-operator, kvmd-viewer); without one: refused")
 	fs.StringVar(&cfg.HTTPAuthURL, "http-auth-url", cfg.HTTPAuthURL, "`URL` the credentials are POSTed to as JSON (https, or http to a loopback address)")
 	fs.StringVar(&cfg.HTTPAuthSecretFile, "http-auth-secret-file", cfg.HTTPAuthSecretFile, "`file` holding the secret sent as Authorization: Bearer")
 	fs.StringVar(&cfg.HTTPAuthCAFile, "http-auth-ca-file", cfg.HTTPAuthCAFile, "PEM `file` of the CA certificates of the HTTP service (empty: the system's)")
@@ -311,6 +313,7 @@ func (c *Config) checkAuth() error {
 		"radius": {
 			{"radius-server", c.RADIUSServer != "", true},
 			{"radius-secret-file", c.RADIUSSecretFile != "", true},
+			{"radius-filter-id-roles", c.RADIUSFilterIDRoles, false},
 		},
 		"http": {
 			{"http-auth-url", c.HTTPAuthURL != "", true},

@@ -58,6 +58,8 @@ type Config struct {
 	// Users maps user names to cleartext passwords. Names and
 	// passwords must not hold control characters.
 	Users map[string]string
+	// FilterID, when set, gives users a Filter-Id reply attribute.
+	FilterID map[string]string
 }
 
 // Server is a running FreeRADIUS.
@@ -87,7 +89,7 @@ func Start(t testing.TB, cfg Config) *Server {
 		cfg.Secret = DefaultSecret
 	}
 	dir := t.TempDir()
-	users, err := usersFile(cfg.Users)
+	users, err := usersFile(cfg.Users, cfg.FilterID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,13 +271,16 @@ server default {
 }
 
 // usersFile is the files module's authorize file for users.
-func usersFile(users map[string]string) (string, error) {
+func usersFile(users, filterID map[string]string) (string, error) {
 	var b strings.Builder
 	for name, pw := range users {
-		if strings.ContainsFunc(name+pw, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		if strings.ContainsFunc(name+pw+filterID[name], func(r rune) bool { return r < ' ' || r == 0x7f }) {
 			return "", fmt.Errorf("radiustest: user %q: control characters", name)
 		}
 		fmt.Fprintf(&b, "%s\tCleartext-Password := %s\n", quote(name), quote(pw))
+		if id := filterID[name]; id != "" {
+			fmt.Fprintf(&b, "\tFilter-Id := %s\n", quote(id))
+		}
 	}
 	return b.String(), nil
 }
