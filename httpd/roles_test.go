@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +80,8 @@ func (e *env) mkToken(t *testing.T, hdr map[string]string, body string) string {
 // a 503 is the normal answer of what this daemon does not do).
 func TestRoleTable(t *testing.T) {
 	devices, _ := testDevices(t)
-	e := newEnv(t, envOpts{log: &fakeLog{}, info: &fakeInfo{}, metrics: true, devices: devices, extraRoutes: func(s *Server) {
+	diag := func(bool) (DiagBundle, error) { return tinyBundle{}, nil }
+	e := newEnv(t, envOpts{log: &fakeLog{}, info: &fakeInfo{}, metrics: true, devices: devices, diag: diag, extraRoutes: func(s *Server) {
 		ok := func(w http.ResponseWriter, r *http.Request) error { writeBody(w, 200, okEmpty); return nil }
 		// Stand-ins for the routes of other issues: ATX (operator) and
 		// diagnostics (admin), which register the same way.
@@ -141,6 +143,12 @@ func TestRoleTable(t *testing.T) {
 			}
 		} else if status, name := e.rawReq(t, rt.Method, "/api"+rt.Path, nil, ""); status != 401 {
 			t.Errorf("%s %s without credentials: %d %s, want 401", rt.Method, rt.Path, status, name)
+		}
+	}
+	for _, rt := range []RouteRole{{"GET", "/diagnostics", auth.RoleAdmin}, {"POST", "/atx/power", auth.RoleOperator},
+		{"POST", "/gpio/switch", auth.RoleOperator}, {"GET", "/auth/users", auth.RoleAdmin}} {
+		if !slices.Contains(routes, rt) {
+			t.Errorf("the table lacks %v", rt)
 		}
 	}
 	for _, r := range []auth.Role{auth.RoleNone, auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin} {
@@ -542,4 +550,14 @@ func TestEndingClosesWebSocket(t *testing.T) {
 			return
 		}
 	}
+}
+
+// tinyBundle is a support bundle that writes two bytes.
+type tinyBundle struct{}
+
+func (tinyBundle) FileName() string { return "kvmd-diag.zip" }
+
+func (tinyBundle) Write(ctx context.Context, w io.Writer) error {
+	_, err := w.Write([]byte("PK"))
+	return err
 }
