@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,8 +35,9 @@ type Users struct {
 	watch fileWatch
 	// rolesWatch watches the roles file next to the users file
 	// (RolesPath); roles is what it says, nil when there is none.
-	rolesWatch fileWatch
-	roles      map[string]Role
+	rolesWatch  fileWatch
+	roles       map[string]Role
+	rolesBroken bool // the roles file exists but cannot be read: everyone is a viewer
 
 	// OnRoleChange is called, after a re-read of the roles file, for
 	// each user whose role changed. Set it before the first Verify.
@@ -239,8 +241,12 @@ func (u *Users) Has(user string) bool {
 func (u *Users) Role(user string) Role {
 	u.mu.RLock()
 	r, ok := u.roles[user]
+	broken := u.rolesBroken
 	u.mu.RUnlock()
-	if !ok {
+	switch {
+	case broken:
+		return RoleViewer
+	case !ok:
 		return RoleAdmin
 	}
 	return r
@@ -252,22 +258,14 @@ func (u *Users) Role(user string) Role {
 // the file was unreadable for a moment).
 func (u *Users) refreshRoles() {
 	path := RolesPath(u.path)
-	roles := map[string]Role{}
+	var roles map[string]Role
+	broken := false
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		roles = nil
 	case err != nil:
 		u.log.Error("roles file unreadable: every user is a viewer until it is", "path", path, "err", err)
-		roles = map[string]Role{}
-		u.mu.Lock()
-		for name := range u.lines {
-			roles[name] = RoleViewer
-		}
-		for name := range u.roles {
-			roles[name] = RoleViewer
-		}
-		u.mu.Unlock()
+		broken = true
 	default:
 		f, errs := ParseRoles(data)
 		for _, e := range errs {
@@ -277,10 +275,30 @@ func (u *Users) refreshRoles() {
 	}
 	u.mu.Lock()
 	old := u.roles
-	u.roles = roles
+	wasBroken := u.rolesBroken
+	u.roles, u.rolesBroken = roles, broken
+	names := make([]string, 0, len(u.lines))
+	for name := range u.lines {
+		names = append(names, name)
+	}
 	u.mu.Unlock()
-	if u.OnRoleChange == nil {
+	if u.OnRoleChange == nil || wasBroken == broken && broken {
 		return
+	}
+	if broken {
+		// Everyone is a viewer now: end what the others had open.
+		for _, name := range names {
+			if r, ok := old[name]; !ok || r != RoleViewer {
+				u.OnRoleChange(name, cmp.Or(r, RoleAdmin), RoleViewer)
+			}
+		}
+		return
+	}
+	if wasBroken {
+		old = map[string]Role{}
+		for _, name := range names {
+			old[name] = RoleViewer
+		}
 	}
 	get := func(m map[string]Role, user string) Role {
 		if r, ok := m[user]; ok {
