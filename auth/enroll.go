@@ -21,6 +21,9 @@ type Enroll struct {
 	Path    string // the 2FA secret file
 	Account string // the label authenticator apps show (the host name)
 	Log     *slog.Logger
+	// TOTP, when set, is the daemon's reader of Path: it re-reads the
+	// file at once after a change, so the next request already sees it.
+	TOTP *TOTP
 
 	mu      sync.Mutex
 	pending map[string]pendingSecret // by user who began
@@ -78,6 +81,7 @@ func (e *Enroll) Confirm(user, code string, now time.Time, by Actor) error {
 	e.mu.Lock()
 	delete(e.pending, user)
 	e.mu.Unlock()
+	e.reread()
 	e.Log.Info("2FA changed", "state", "on", "user", by.User, "method", string(by.Method), "addr", addrString(by.Addr))
 	return nil
 }
@@ -88,6 +92,13 @@ func (e *Enroll) Disable(by Actor) error {
 	if err := atomicfile.Update(e.Path, TokensPerm, func([]byte) ([]byte, error) { return []byte{}, nil }); err != nil {
 		return fmt.Errorf("auth: writing 2FA secret: %w", err)
 	}
+	e.reread()
 	e.Log.Info("2FA changed", "state", "off", "user", by.User, "method", string(by.Method), "addr", addrString(by.Addr))
 	return nil
+}
+
+func (e *Enroll) reread() {
+	if e.TOTP != nil {
+		e.TOTP.refresh(true)
+	}
 }

@@ -159,7 +159,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		Devices: o.devices, Diagnostics: o.diag,
 	}
 	if tfa != nil {
-		cfg.TwoFactor = &auth.Enroll{Path: e.totpPath, Account: "test", Log: log}
+		cfg.TwoFactor = &auth.Enroll{Path: e.totpPath, Account: "test", Log: log, TOTP: tfa}
 		cfg.TwoFactorOn = e.a.TwoFactor
 	}
 	if o.metrics {

@@ -118,7 +118,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	if cfg.TOTPSecret != "" {
-		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: authLog}
+		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: authLog, TOTP: tfa}
 		hcfg.TwoFactorOn = a.TwoFactor
 	}
 	if !cfg.MetricsAuth {
