@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kvmd/internal/sleep"
+	"kvmd/journal"
 	demojournal "kvmd/journal/demo"
 	"kvmd/journal/export"
 )
@@ -23,6 +24,7 @@ type logResult struct {
 	lines      int             // lines kvmd sent for the whole boot
 	kvmd, jctl []time.Duration // per round: the whole range through kvmd, and journalctl alone
 	latency    []time.Duration // follow: journal write to bytes at the client
+	argv       []string        // the command both ran (kvmd as a child, the baseline alone)
 }
 
 // Targets of the log rows.
@@ -74,11 +76,11 @@ func writeBigJournal(ctx context.Context, dir string, n int) error {
 	return cmd.Wait()
 }
 
-// journalctlArgs is the command the daemon runs for a whole-boot read, so
-// that journalctl alone does the same work minus kvmd's.
-func journalctlArgs(dir string) []string {
-	return []string{"--output=export", "--output-fields=_SYSTEMD_UNIT,MESSAGE", "--quiet", "--no-pager",
-		"--directory=" + dir, "--unit=kvmd.service", "--unit=kvmd-*.service", "--boot"}
+// seekArgv is the command the daemon runs for a whole-boot read of the
+// journal in dir (journalctl, under stdbuf where that works), so that the
+// baseline does the same work minus kvmd's.
+func seekArgv(dir string) ([]string, error) {
+	return journal.New(journal.Config{Dir: dir}).Argv()
 }
 
 // countLines reads r to the end and counts its lines.
@@ -149,6 +151,11 @@ func runLogBench(ctx context.Context, cfg runConfig, procs *children, kvmd, user
 		return c, addr, token, err
 	}
 
+	argv, err := seekArgv(big)
+	if err != nil {
+		return nil, err
+	}
+	res.argv = argv
 	c, addr, token, err := serveLog("kvmd-seek", big)
 	if err != nil {
 		return nil, err
@@ -168,7 +175,7 @@ func runLogBench(ctx context.Context, cfg runConfig, procs *children, kvmd, user
 		}
 		alone := func() error {
 			start := time.Now()
-			cmd := exec.CommandContext(ctx, "journalctl", journalctlArgs(big)...)
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				return err

@@ -322,10 +322,10 @@ func (rep *report) markdown() []byte {
 		fmt.Fprintf(&b, "- Log rows: %d entries written over the last %d s into real journal files by `systemd-journal-remote` "+
 			"(three in four of the service's units, one in four sshd's, which the unit filter drops). Seek: a whole-boot "+
 			"`GET /api/log?seek=0` through kvmd (its own process, read to the end by the driver) against journalctl alone running the "+
-			"command kvmd runs (`journalctl %s`), its output read the same way; the rounds alternate which goes first, medians shown. "+
+			"command kvmd runs (`%s`, with DIR the journal's directory), its output read the same way; the rounds alternate which goes first, medians shown. "+
 			"Follow: a client attached to `/api/log?follow=1` on another kvmd; each of %d entries is written with systemd-journal-remote "+
 			"and timed until its line arrives at the client.\n",
-			rep.log.entries, rep.log.entries/1000, strings.Join(journalctlArgs("DIR"), " "), len(rep.log.latency))
+			rep.log.entries, rep.log.entries/1000, argvText(rep.log.argv), len(rep.log.latency))
 	}
 	if rep.ws != nil {
 		fmt.Fprint(&b, wsMethod(rep.ws))
@@ -449,4 +449,20 @@ func readCrossSizes(dir string) []crossSize {
 		}
 	}
 	return out
+}
+
+// argvText shows a command line with its paths reduced to base names and
+// the journal's directory as DIR, as the report's notes quote it.
+func argvText(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		switch {
+		case strings.HasPrefix(a, "--directory="):
+			a = "--directory=DIR"
+		case i == 0 || strings.HasPrefix(a, "/"):
+			a = filepath.Base(a)
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
 }
