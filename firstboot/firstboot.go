@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -110,6 +111,8 @@ func Run(cfg Config, stdout, stderr io.Writer) error {
 		return fmt.Errorf("firstboot: %w", err)
 	}
 	err := errors.Join(
+		fb.etcDir(),
+		fb.repairState(),
 		fb.secret(),
 		fb.config(),
 		fb.totp(),
@@ -170,6 +173,81 @@ func (fb *firstboot) shareWithDaemon(path string) error {
 		return err
 	}
 	return os.Chmod(path, 0o640)
+}
+
+// etcDir gives ETC to the daemon's group, writable by it (root:kvmd
+// 0775), at every run: the daemon edits the users file, its roles and
+// tokens files and the 2FA secret from the web UI (kvmd.service has
+// ReadWritePaths=/etc/kvmd), and atomicfile writes a new file beside the
+// old one and renames it, which takes a directory it may write. A file it
+// rewrites becomes kvmd:kvmd 0640. Without the group, ETC is left as it
+// is. The daemon may then replace any file here (its own settings and TLS
+// key too), but it could already make itself an admin: the users file is
+// the secret that matters.
+func (fb *firstboot) etcDir() error {
+	if fb.gid < 0 {
+		return nil
+	}
+	uid := -1 // only root gives a directory away
+	if os.Geteuid() == 0 {
+		uid = 0
+	}
+	return fb.ensureOwner(fb.etc, uid, fb.gid, 0o775)
+}
+
+// repairState gives STATE and the two files in it back to root alone, as
+// they are made (0700 and 0600): the packaged kvmd.service once had
+// StateDirectory=kvmd, and systemd gave the directory and everything in it
+// to the daemon's user at every start. Only root can take them back.
+func (fb *firstboot) repairState() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	errs := []error{fb.ensureOwner(fb.state, 0, 0, 0o700)}
+	for _, name := range []string{"admin-password", "secret"} {
+		path := fb.statePath(name)
+		if ok, err := exists(path); err != nil || !ok {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, fb.ensureOwner(path, 0, 0, 0o600))
+	}
+	return errors.Join(errs...)
+}
+
+// ensureOwner sets path's owner (uid -1: keep it), group and mode where
+// they differ, and says what it changed.
+func (fb *firstboot) ensureOwner(path string, uid, gid int, perm fs.FileMode) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	did := false
+	if (uid >= 0 && int(st.Uid) != uid) || int(st.Gid) != gid {
+		if err := os.Chown(path, uid, gid); err != nil {
+			return err
+		}
+		did = true
+	}
+	if fi.Mode().Perm() != perm {
+		if err := os.Chmod(path, perm); err != nil {
+			return err
+		}
+		did = true
+	}
+	if did {
+		fb.did = true
+		owner := "its owner"
+		if uid >= 0 {
+			owner = strconv.Itoa(uid)
+		}
+		fmt.Fprintf(fb.stdout, "changed %s to owner %s, group %d, mode %#o\n", path, owner, gid, perm)
+	}
+	return nil
 }
 
 func exists(path string) (bool, error) {

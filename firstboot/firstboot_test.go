@@ -189,9 +189,10 @@ func TestFresh(t *testing.T) {
 		{p(d.state, "secret"), 0o600, ownGID},
 		{d.issue, 0o600, ownGID},
 		{d.state, 0o700, ownGID},
+		{d.etc, 0o775, gid}, // the daemon writes here
 	} {
 		checkOwnership(t, f.path, f.perm, f.gid)
-		if f.path != d.state && !says(out, "created", f.path) {
+		if f.path != d.state && f.path != d.etc && !says(out, "created", f.path) {
 			t.Errorf("output does not say %s was created:\n%s", f.path, out)
 		}
 	}
@@ -552,5 +553,59 @@ func checkMode(t *testing.T, path string, want fs.FileMode) {
 	}
 	if fi.Mode().Perm() != want {
 		t.Errorf("mode of %s = %v, want %v", path, fi.Mode().Perm(), want)
+	}
+}
+
+// TestRepairsOwners: a device whose kvmd.service had StateDirectory=
+// (systemd gave /var/lib/kvmd and its files to the daemon's user) and
+// whose /etc/kvmd is root's alone gets both put right, once.
+func TestRepairsOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root can give files away and take them back")
+	}
+	d := newFBDirs(t)
+	group, gid := firstbootGroup(t)
+	runFirstboot(t, d, group)
+
+	const nobody = 65534
+	pw, secret := filepath.Join(d.state, "admin-password"), filepath.Join(d.state, "secret")
+	for _, p := range []string{d.state, pw, secret} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(d.state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(pw, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(d.etc, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d.etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	out := runFirstboot(t, d, group)
+	for _, f := range []struct {
+		path string
+		perm fs.FileMode
+		gid  uint32
+	}{{d.state, 0o700, 0}, {pw, 0o600, 0}, {secret, 0o600, 0}, {d.etc, 0o775, gid}} {
+		checkOwnership(t, f.path, f.perm, f.gid)
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != 0 {
+			t.Errorf("owner of %s = %d, want root", f.path, uid)
+		}
+		if !says(out, "changed", f.path) {
+			t.Errorf("output does not say %s was changed:\n%s", f.path, out)
+		}
+	}
+	if out := runFirstboot(t, d, group); !strings.Contains(out, "nothing changed") {
+		t.Errorf("third run's output: %q", out)
 	}
 }

@@ -292,9 +292,9 @@ func TestWSEndsWithRequestContext(t *testing.T) {
 	}
 }
 
-// TestWSLogoutClosesSocket needs issue 18's session-bound request
-// contexts (the h-roles branch), which end a session's requests when it
-// ends; ws only has to stop on r.Context().Done(), as tested above.
+// TestWSLogoutClosesSocket: logging out ends the session's requests
+// (their contexts are cancelled), and the socket closes with 1008; ws
+// only has to stop on r.Context().Done(), as tested above.
 func TestWSLogoutClosesSocket(t *testing.T) {
 	d, _ := testDevices(t)
 	e := newEnv(t, envOpts{devices: d})
@@ -310,7 +310,7 @@ func TestWSLogoutClosesSocket(t *testing.T) {
 	defer cancel()
 	_, _, err := c.Read(ctx)
 	if ctx.Err() != nil {
-		t.Skip("the socket outlived its session: needs issue 18's session-bound request contexts (h-roles), not on this branch yet")
+		t.Fatal("the socket outlived its session by 2 s")
 	}
 	if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
 		t.Errorf("after logout: %v, want a close with status 1008", err)

@@ -3,6 +3,7 @@ package imagetest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -29,6 +30,7 @@ func (s *system) testFirstboot(t *testing.T) {
 	// Owners and modes as the README's table has them, on the booted
 	// system (after kvmd.service started, with its StateDirectory=).
 	want := map[string]string{
+		"/etc/kvmd":                    "root:kvmd 775",
 		"/etc/kvmd/kvmd.yaml":          "root:root 644",
 		"/etc/kvmd/htpasswd":           "root:kvmd 640",
 		"/etc/kvmd/totp.secret":        "root:kvmd 640",
@@ -331,6 +333,76 @@ func (s *system) testLog(t *testing.T) {
 		return out == ""
 	}) {
 		t.Error("the daemon's journalctl still runs 20 s after the follow stream closed")
+	}
+}
+
+// testWebEdits: through the unit's sandbox the daemon edits the files in
+// /etc/kvmd, as the web UI's Users, Tokens and 2FA pages have it do: a
+// token made and revoked, a user added and removed, each taking effect at
+// once, the files left whole and the daemon's group's.
+func (s *system) testWebEdits(t *testing.T) {
+	sh := s.m.shell
+	post := func(method, path, body string, hdr map[string]string) []byte {
+		t.Helper()
+		h := map[string]string{"Content-Type": "application/json"}
+		for k, v := range hdr {
+			h[k] = v
+		}
+		st, b, err := s.c.do(method, path, h, strings.NewReader(body))
+		if err != nil || st != 200 {
+			t.Fatalf("%s %s: %d %v %s", method, path, st, err, b)
+		}
+		return b
+	}
+	check := func(hdr map[string]string) int {
+		st, _, _ := s.c.do("GET", "/api/auth/check", hdr, nil)
+		return st
+	}
+
+	b := post("POST", "/api/auth/tokens", `{"name":"imagetest","role":"viewer"}`, s.creds(t))
+	var made struct {
+		Result struct {
+			Token string `json:"token"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(b, &made); err != nil || !strings.HasPrefix(made.Result.Token, "kvmd_") {
+		t.Fatalf("POST /api/auth/tokens: %v %s", err, b)
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + made.Result.Token}
+	if st := check(bearer); st != 200 {
+		t.Errorf("the new token: %d, want 200", st)
+	}
+	post("POST", "/api/auth/users", `{"name":"webuser","passwd":"web pass 1","role":"viewer"}`, s.creds(t))
+	webuser := map[string]string{"X-KVMD-User": "webuser", "X-KVMD-Passwd": "web pass 1"}
+	if st := check(webuser); st != 200 {
+		t.Errorf("the user added through the API: %d, want 200", st)
+	}
+	if st, _, _ := s.c.do("GET", "/api/diagnostics", webuser, nil); st != 403 {
+		t.Errorf("the viewer added through the API, GET /api/diagnostics: %d, want 403", st)
+	}
+	// As root reads them: the daemon's edits are on disk, in the daemon's
+	// group (the tokens file, which it created, its alone: auth.TokensPerm).
+	if out := sh.must(t, "stat -c '%n %G %a' /etc/kvmd/htpasswd /etc/kvmd/htpasswd.roles /etc/kvmd/htpasswd.tokens"); out !=
+		"/etc/kvmd/htpasswd kvmd 640\n/etc/kvmd/htpasswd.roles kvmd 640\n/etc/kvmd/htpasswd.tokens kvmd 600" {
+		t.Errorf("the files the daemon wrote:\n%s", out)
+	}
+	if out := sh.must(t, "grep -c '^webuser:' /etc/kvmd/htpasswd; grep -c '^admin:imagetest:viewer:' /etc/kvmd/htpasswd.tokens"); out != "1\n1" {
+		t.Errorf("the user and the token in the files: %q", out)
+	}
+
+	post("DELETE", "/api/auth/users?name=webuser", "", s.creds(t))
+	if st := check(webuser); st == 200 {
+		t.Error("the user removed through the API still gets in")
+	}
+	post("DELETE", "/api/auth/tokens?name=imagetest", "", s.creds(t))
+	if st := check(bearer); st != 403 {
+		t.Errorf("the revoked token: %d, want 403", st)
+	}
+	if out := sh.must(t, "ls -A /etc/kvmd"); strings.Contains(out, ".tmp") {
+		t.Errorf("temporary files left in /etc/kvmd:\n%s", out)
+	}
+	if log := sh.must(t, "journalctl -b -o cat -u kvmd.service"); strings.Contains(log, "cannot be written") || strings.Contains(log, "read-only file system") {
+		t.Errorf("the daemon could not write its files:\n%s", tail(log, 3000))
 	}
 }
 

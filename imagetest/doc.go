@@ -2,10 +2,11 @@
 // Debian system under systemd and checks it as a user meets it after
 // flashing: the first-boot banner on the serial console, socket activation
 // with Type=notify and the watchdog, /api/info through the unit's sandbox,
-// /api/log from the live system journal, a reboot, an upgrade, a clean
-// stop. rootfs.sh builds (and caches) the system with mmdebstrap; the test
-// installs this checkout's package into it with apt and boots it in
-// qemu-system-aarch64. It holds no code, only tests: the booted system runs
+// /api/log from the live system journal, the web UI's edits of the users
+// and tokens files, a reboot, an upgrade, a clean stop. rootfs.sh builds
+// (and caches) the system with mmdebstrap; the test installs this
+// checkout's package into it with apt and boots it in qemu-system-aarch64.
+// It holds no code, only tests: the booted system runs
 // with KVMD_IMAGETEST=1 (make image-test, and make test where the host
 // can), and skips otherwise.
 package imagetest
