@@ -167,7 +167,7 @@ func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if req.Expires > maxExpire {
-		return BadParam("expires", "more than "+strconv.Itoa(maxExpire)+" seconds")
+		return BadParam("expires", "more than "+strconv.FormatInt(maxExpire, 10)+" seconds")
 	}
 	now := time.Now()
 	var expires time.Time
