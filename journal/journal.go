@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"kvmd/internal/procgroup"
 	"kvmd/journal/export"
 )
@@ -326,15 +328,23 @@ func (r *Reader) Argv() ([]string, error) {
 	return r.argv(bin, r.args(query{boot: true, units: true})), nil
 }
 
-// outputBuffer is journalctl's stdout buffer under stdbuf. By default
-// stdio buffers a pipe in 4 KiB, and a seek through a million entries is
-// some 70,000 writes, each waking the daemon: those wake-ups cost the
-// daemon more CPU time than parsing the entries, and contend with
-// journalctl for the cores. Written a MiB at a time, the same seek wakes
-// it a few hundred times (make bench: about a tenth of the context
-// switches and a third of the CPU time). A follow loses nothing:
+// outputBuffer is journalctl's stdout buffer under stdbuf, and pipeSize
+// the pipe's capacity. By default stdio buffers a pipe in 4 KiB, and a
+// seek through a million entries is some 70,000 writes, each waking the
+// daemon: those wake-ups cost the daemon more CPU time than parsing the
+// entries, and contend with journalctl for the cores. Written 256 KiB at
+// a time into a pipe that holds as much, journalctl goes on with the next
+// 256 KiB while the daemon reads the last (a larger buffer through Linux's
+// default 64 KiB pipe gained less: journalctl then waits for the daemon to
+// drain each write). Measured on make bench's journal of a million
+// entries: a sixth of the daemon's context switches and a third of its
+// CPU time (perf stat: 105,000 and 2.2 s before), and the whole seek as
+// fast as journalctl alone under the same stdbuf. A follow loses nothing:
 // journalctl flushes its output whenever it waits for new entries.
-const outputBuffer = "1M"
+const (
+	outputBuffer = "256K"
+	pipeSize     = 256 << 10
+)
 
 // argv is the command line that runs journalctl (bin) with args: through
 // stdbuf when it works, which execs journalctl in the same process.
@@ -368,6 +378,9 @@ func (r *Reader) start(ctx context.Context, argv []string, follow bool) (*Stream
 	if err != nil {
 		return nil, err
 	}
+	// Best effort: past the user's pipe quota (fs.pipe-user-pages-soft)
+	// the kernel refuses, and the pipe keeps its 64 KiB.
+	unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// English messages: Open recognises two of them (see open).
 	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8", "SYSTEMD_PAGER=")

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"kvmd/internal/testutil"
 	"kvmd/journal/journaltest"
 )
@@ -35,8 +37,18 @@ func TestStdbuf(t *testing.T) {
 		t.Skip(err)
 	}
 	// stdbuf passes the size on in bytes, to its library.
-	if !strings.Contains("\x00"+string(env), "\x00_STDBUF_O=1048576\x00") {
-		t.Errorf("journalctl's environment lacks _STDBUF_O=1048576 (%s): %q", outputBuffer, env)
+	if !strings.Contains("\x00"+string(env), "\x00_STDBUF_O=262144\x00") {
+		t.Errorf("journalctl's environment lacks _STDBUF_O=262144 (%s): %q", outputBuffer, env)
+	}
+	// Its standard output is a pipe that holds one buffer's worth.
+	out, err := os.Open(fmt.Sprintf("/proc/%d/fd/1", f.s.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.FcntlInt(out.Fd(), unix.F_GETPIPE_SZ, 0)
+	out.Close()
+	if err != nil || n != pipeSize {
+		t.Errorf("journalctl's pipe holds %d bytes (%v), want %d", n, err, pipeSize)
 	}
 	start := time.Now()
 	w.Append(journaltest.Entry{Boot: bootNow, Unit: "kvmd.service", Message: "after"})

@@ -185,7 +185,7 @@ func (rep *report) writeTable(w io.Writer) {
 		if !ok {
 			misses = append(misses, "log seek")
 		}
-		fmt.Fprintf(w, "| log seek, whole boot of %d entries (%d lines sent): kvmd / journalctl alone | %s / %s = %s | ≤ %.1fx | %s |\n",
+		fmt.Fprintf(w, "| log seek, whole boot of %d entries (%d lines sent): kvmd / journalctl alone | %s / %s = %s | ≤ %.2fx | %s |\n",
 			l.entries, l.lines, k.Round(time.Millisecond), j.Round(time.Millisecond), fmtRatio(rat), targetSeekRatio, verdict(true, ok))
 		med, p99 := medianInt(l.latency), percentile(l.latency, 0.99)
 		ok = med > 0 && med < targetFollowLatency
