@@ -34,6 +34,8 @@ type pageLoader struct {
 	tab     context.Context
 	close   context.CancelFunc
 	product string // Chromium's name and version
+	token   string // the session cookie's value
+	signed  bool   // whether the browser has the cookie now
 }
 
 // newPageLoader starts the Chromium at path with its profile in
@@ -50,10 +52,10 @@ func newPageLoader(ctx context.Context, path, profileDir, token string) (*pageLo
 	tab, cancelTab := chromedp.NewContext(actx)
 	// Closed gracefully: killed, its helper processes could still be
 	// writing to the profile while it is removed.
-	l := &pageLoader{tab: tab, close: func() { _ = chromedp.Cancel(tab); cancelTab(); cancelAlloc() }}
+	l := &pageLoader{tab: tab, token: token, signed: token != "", close: func() { _ = chromedp.Cancel(tab); cancelTab(); cancelAlloc() }}
 	var actions []chromedp.Action
 	if token != "" {
-		actions = append(actions, network.SetCookie("auth_token", token).WithDomain("127.0.0.1").WithPath("/").WithHTTPOnly(true))
+		actions = append(actions, l.setCookie())
 	}
 	actions = append(actions, network.SetCacheDisabled(true),
 		chromedp.ActionFunc(func(ctx context.Context) error {
@@ -70,6 +72,29 @@ func newPageLoader(ctx context.Context, path, profileDir, token string) (*pageLo
 		return nil, fmt.Errorf("starting chromium: %w", err)
 	}
 	return l, nil
+}
+
+func (l *pageLoader) setCookie() chromedp.Action {
+	return network.SetCookie("auth_token", l.token).WithDomain("127.0.0.1").WithPath("/").WithHTTPOnly(true)
+}
+
+// session gives the browser the session cookie again (on) or takes it away
+// (off) for the loads that follow: the login page moves on to the
+// dashboard when a session exists, so it is loaded signed out, as a user
+// who needs it meets it.
+func (l *pageLoader) session(on bool) error {
+	if l.token == "" || l.signed == on {
+		return nil
+	}
+	var a chromedp.Action = network.DeleteCookies("auth_token").WithDomain("127.0.0.1")
+	if on {
+		a = l.setCookie()
+	}
+	if err := chromedp.Run(l.tab, a); err != nil {
+		return err
+	}
+	l.signed = on
+	return nil
 }
 
 // Close ends the browser.

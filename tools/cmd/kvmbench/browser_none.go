@@ -20,4 +20,6 @@ func newPageLoader(context.Context, string, string, string) (*pageLoader, error)
 
 func (*pageLoader) load(string, string) (uiSample, error) { return uiSample{}, errNoBrowser }
 
+func (*pageLoader) session(bool) error { return errNoBrowser }
+
 func (*pageLoader) Close() {}

@@ -284,7 +284,8 @@ func (rep *report) markdown() []byte {
 				"**ready** is from navigation start until the page sets `data-ready=\"1\"` on its body, once its first data is rendered "+
 				"(the dashboard after its first `/api/info`, the logs page after the first lines of its `/api/log` follow or 1 s after the headers if none come, "+
 				"the login page once its form is wired), noted in the page by a MutationObserver with `performance.now()` (Chromium's clock, 0.1 ms resolution), not by polling. "+
-				"kvmd runs as for the `info` row (`serve --demo` with the users file); the session cookie from one `POST /api/auth/login` is set in the browser beforehand, "+
+				"kvmd runs as for the `info` row (`serve --demo` with the users file); the session cookie from one `POST /api/auth/login` is set in the browser beforehand "+
+				"for the dashboard and the logs page, and taken away (between loads) for the login page, which sends a signed-in user on to the dashboard, "+
 				"so each load is the page itself (a load that ends at another path fails the run). "+
 				"`baseline` is `kvmbench baseline` serving a fixed page at `%s`: %d bytes of HTML, a %d-byte stylesheet and a %d-byte module script (padded with comments) "+
 				"that fetches `/api/info`, answered with kvmd's bytes as for `baseline-info`, renders it and sets `data-ready`; no session check, no security headers. "+

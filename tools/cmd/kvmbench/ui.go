@@ -24,11 +24,14 @@ type uiPage struct {
 	name string
 	path string // URL path; the page must still be there when measured
 	base bool   // served by the baseline, else by kvmd
+	// signedOut loads the page without the session cookie: the login
+	// page sends a signed-in user on to the dashboard.
+	signedOut bool
 }
 
 var uiPages = []uiPage{
 	{name: "baseline", path: basePagePath, base: true},
-	{name: "/login", path: "/login"},
+	{name: "/login", path: "/login", signedOut: true},
 	{name: "/", path: "/"},
 	{name: "/logs", path: "/logs"},
 }
@@ -161,7 +164,11 @@ func runUIBench(ctx context.Context, cfg runConfig, procs *children, kvmd, users
 			if r.base {
 				host = baseAddr
 			}
-			s, err := loader.load("http://"+host+r.path, r.path)
+			err := loader.session(!r.signedOut)
+			var s uiSample
+			if err == nil {
+				s, err = loader.load("http://"+host+r.path, r.path)
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
