@@ -182,3 +182,23 @@ func TestCountLines(t *testing.T) {
 		}
 	}
 }
+
+// TestSeekRatio: the log seek's ratio pairs each round's two runs, so a
+// slow spell on one side of one round does not move it much.
+func TestSeekRatio(t *testing.T) {
+	s := func(xs ...float64) []time.Duration {
+		var ds []time.Duration
+		for _, x := range xs {
+			ds = append(ds, time.Duration(x*float64(time.Second)))
+		}
+		return ds
+	}
+	// The separate medians (4.4 s / 3.7 s) would say 1.19x.
+	l := &logResult{kvmd: s(5.2, 4.4, 3.4, 4.4, 3.4), jctl: s(4.7, 5.1, 3.7, 3.7, 3.6)}
+	if got := seekRatio(l); math.Abs(got-3.4/3.6) > 1e-9 {
+		t.Errorf("seekRatio = %v, want %v (the middle of the five rounds' ratios)", got, 3.4/3.6)
+	}
+	if got := seekRatio(&logResult{}); !math.IsNaN(got) {
+		t.Errorf("seekRatio of nothing = %v, want NaN", got)
+	}
+}
