@@ -31,7 +31,8 @@ import (
 
 // serve runs the daemon until ctx ends.
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	log := newLogger(stderr)
+	log, flushLog := newLogger(stderr)
+	defer flushLog()
 	var v4l2 hw.V4L2
 	// The firmware's mailbox is this machine's: only on the real root.
 	// A fixture root gets none (the demo a fake), so that no test or
