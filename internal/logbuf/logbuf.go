@@ -20,7 +20,7 @@ import (
 )
 
 // Writer is an io.Writer safe for concurrent use whose output reaches
-// the underlying writer within Delay.
+// the underlying writer within the delay given to New.
 type Writer struct {
 	delay time.Duration
 	out   io.Writer

@@ -16,7 +16,8 @@ type sink struct {
 	mu     sync.Mutex
 	buf    bytes.Buffer
 	writes int
-	fail   error // returned by the next write, once
+	first  time.Time // of the first write
+	fail   error     // returned by the next write, once
 }
 
 func (s *sink) Write(p []byte) (int, error) {
@@ -25,6 +26,9 @@ func (s *sink) Write(p []byte) (int, error) {
 	if err := s.fail; err != nil {
 		s.fail = nil
 		return 0, err
+	}
+	if s.writes == 0 {
+		s.first = time.Now()
 	}
 	s.writes++
 	return s.buf.Write(p)
@@ -43,19 +47,24 @@ func (s *sink) count() int {
 }
 
 func TestLinesWaitAtMostTheDelay(t *testing.T) {
+	const delay = 300 * time.Millisecond
 	s := &sink{}
-	b := New(s, 4096, 50*time.Millisecond)
+	b := New(s, 4096, delay)
+	start := time.Now()
 	fmt.Fprintln(b, "one")
 	fmt.Fprintln(b, "two")
-	if got := s.String(); got != "" {
-		t.Fatalf("written before the delay: %q", got)
-	}
 	deadline := time.Now().Add(10 * time.Second)
-	for s.String() == "" && time.Now().Before(deadline) {
+	for s.count() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if got := s.String(); got != "one\ntwo\n" || s.count() != 1 {
 		t.Fatalf("after the delay: %q in %d writes, want both lines in one", got, s.count())
+	}
+	s.mu.Lock()
+	waited := s.first.Sub(start)
+	s.mu.Unlock()
+	if waited < delay {
+		t.Fatalf("written %v after the first line, before the delay of %v", waited, delay)
 	}
 	// The timer is armed again by the next line after an empty buffer.
 	fmt.Fprintln(b, "three")
@@ -97,7 +106,7 @@ func TestFullBufferLosesNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range lines {
-				fmt.Fprintf(b, "g%d line %d %s\n", g, i, strings.Repeat("x", g*10))
+				fmt.Fprintf(b, "g%d line %d %s\n", g, i, strings.Repeat("x", g*10+1))
 			}
 		}()
 	}
@@ -116,10 +125,10 @@ func TestFullBufferLosesNothing(t *testing.T) {
 	for _, l := range got[:len(got)-1] {
 		var g, i int
 		var pad string
-		if _, err := fmt.Sscanf(l, "g%d line %d %s", &g, &i, &pad); err != nil && g != 0 {
+		if _, err := fmt.Sscanf(l, "g%d line %d %s", &g, &i, &pad); err != nil || g < 0 || g >= goroutines {
 			t.Fatalf("torn line %q: %v", l, err)
 		}
-		if i != next[g] || len(pad) != g*10 {
+		if i != next[g] || len(pad) != g*10+1 {
 			t.Fatalf("line %q out of order or torn (want line %d of g%d)", l, next[g], g)
 		}
 		next[g]++
