@@ -24,10 +24,16 @@
 # path-exclude); and an initramfs with only the modules that mount a
 # virtio disk (guest/etc/initramfs-tools), since making Debian's default
 # one under qemu-user takes longer than all the rest.
+#
+# Besides the system, the kernel's own tools that the device checks read
+# the far side with: v4l-utils (v4l2-ctl, media-ctl) for vivid, evtest for
+# the input devices our gadget makes, usbutils (lsusb) and gpiod
+# (gpioinfo); and ustreamer, the streamer the daemon manages (the Debian
+# package recommends it).
 set -eu
 
 suite=bookworm
-packages=systemd,systemd-sysv,udev,dbus,linux-image-arm64,iproute2,kmod,procps
+packages=systemd,systemd-sysv,udev,dbus,linux-image-arm64,iproute2,kmod,procps,v4l-utils,ustreamer,evtest,usbutils,gpiod
 size=2G
 
 check=false
