@@ -1,0 +1,95 @@
+// Package otg is the daemon's own USB gadget: the configfs composite
+// gadget that makes this machine the host's keyboard, mouse and drive, as
+// PiKVM's kvmd-otg makes it (github.com/pikvm/kvmd, kvmd/apps/otg and
+// kvmd/usb.py, read at f14596e8).
+//
+// This file is the layout every other package relies on: the gadget's
+// name and its functions' names in configfs, and where a function's
+// device node and LUN are. The daemon finds /dev/hidgN from the function,
+// never by guessing the number: the kernel numbers hidg nodes in the
+// order functions are created, across every gadget on the machine.
+package otg
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"kvmd/hw"
+)
+
+// The gadget and its functions, named as PiKVM names them, so that hw.usb,
+// /api/hid and /api/msd read the same whichever made the gadget.
+const (
+	// Gadget is the gadget's directory under configfs's usb_gadget.
+	Gadget = "kvmd"
+	// Keyboard is the boot keyboard with LED output reports.
+	Keyboard = "hid.usb0"
+	// Mouse is the absolute mouse.
+	Mouse = "hid.usb1"
+	// MassStorage is the drive; its one LUN is lun.0.
+	MassStorage = "mass_storage.usb0"
+	// Config is the gadget's one configuration.
+	Config = "c.1"
+)
+
+// GadgetDir is the gadget's configfs directory, relative to the root of
+// the file system (as hw.FS takes paths).
+const GadgetDir = "sys/kernel/config/usb_gadget/" + Gadget
+
+// FunctionDir is function's configfs directory, relative to the root.
+func FunctionDir(function string) string {
+	return path.Join(GadgetDir, "functions", function)
+}
+
+// LUNDir is the drive's LUN directory (file, ro, cdrom, forced_eject...),
+// relative to the root.
+func LUNDir() string {
+	return path.Join(FunctionDir(MassStorage), "lun.0")
+}
+
+// ErrNoNode is returned by HIDNode when the function has no device node:
+// it does not exist, or the kernel has not made its node.
+var ErrNoNode = errors.New("otg: no device node for the function")
+
+// HIDNode returns the path below fsys's root of a hid function's character
+// device ("dev/hidg0"): the function's dev attribute ("236:0") names the
+// device, whose uevent in /sys/dev/char gives its node's name.
+func HIDNode(fsys hw.FS, function string) (string, error) {
+	dev, err := fsys.ReadString(path.Join(FunctionDir(function), "dev"))
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %w", ErrNoNode, function, err)
+	}
+	if !validDevNum(dev) {
+		return "", fmt.Errorf("%w: %s: dev %q is not MAJOR:MINOR", ErrNoNode, function, dev)
+	}
+	uevent, err := fsys.ReadString(path.Join("sys/dev/char", dev, "uevent"))
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %w", ErrNoNode, function, err)
+	}
+	for line := range strings.SplitSeq(uevent, "\n") {
+		if name, ok := strings.CutPrefix(line, "DEVNAME="); ok && name != "" && !strings.Contains(name, "..") {
+			return path.Join("dev", name), nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s: no DEVNAME in the uevent of %s", ErrNoNode, function, dev)
+}
+
+// validDevNum reports whether s is MAJOR:MINOR in decimal.
+func validDevNum(s string) bool {
+	maj, min, ok := strings.Cut(s, ":")
+	return ok && digits(maj) && digits(min)
+}
+
+func digits(s string) bool {
+	if s == "" || len(s) > 10 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
