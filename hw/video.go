@@ -38,6 +38,12 @@ const (
 	// CaptureUSB is a USB capture dongle (MS2109, MS2130: uvcvideo),
 	// PiKVM's video "hdmiusb".
 	CaptureUSB = "usb"
+	// CaptureVivid is the kernel's virtual video test driver, vivid, with an
+	// HDMI input (node_types=0x1 input_types=0x3: its DV timings and "no
+	// signal" controls behave as a bridge's do). No appliance has one; the
+	// booted-system test and a developer's machine do, so the streamer can
+	// be tried without capture hardware.
+	CaptureVivid = "vivid"
 )
 
 // Kind says what kind of HDMI capture d is: CaptureCSI, CaptureUSB, or ""
@@ -48,6 +54,8 @@ func (d VideoDevice) Kind() string {
 		return CaptureCSI
 	case d.Driver == usbDriver:
 		return CaptureUSB
+	case d.Driver == vividDriver:
+		return CaptureVivid
 	}
 	return ""
 }
@@ -112,15 +120,20 @@ func videoNumber(name string) (int, bool) { return nodeNumber(name, "video") }
 var (
 	csiDrivers = []string{"unicam", "rp1-cfe"}
 	usbDriver  = "uvcvideo"
+	// vividDriver is the kernel's virtual capture driver
+	// (drivers/media/test-drivers/vivid), taken only when there is no real
+	// capture device.
+	vividDriver = "vivid"
 )
 
 // PickCapture returns the HDMI capture device among devs: the first node 0
-// of a CSI-2 receiver, else the first node 0 of a USB video device. The
+// of a CSI-2 receiver, else the first node 0 of a USB video device, else
+// the first node 0 of vivid (a test machine's stand-in). The
 // other nodes of a Pi (the codec, ISP and camera-stack nodes of
 // bcm2835-codec, bcm2835-isp, pispbe, ...) and the receivers' metadata
 // nodes are not HDMI capture.
 func PickCapture(devs []VideoDevice) (VideoDevice, bool) {
-	for _, drivers := range [][]string{csiDrivers, {usbDriver}} {
+	for _, drivers := range [][]string{csiDrivers, {usbDriver}, {vividDriver}} {
 		for _, d := range devs {
 			if d.Index == 0 && slices.Contains(drivers, d.Driver) {
 				return d, true

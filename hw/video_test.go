@@ -99,6 +99,7 @@ func TestPickCapture(t *testing.T) {
 	isp := dev(13, "bcm2835-isp0-output0", 0, "bcm2835-isp")
 	pisp := dev(20, "pispbe-input", 0, "pispbe")
 	hevc := dev(19, "rpivid", 0, "rpivid")
+	vivid := dev(3, "vivid-000-vid-cap", 0, "vivid")
 	for _, tt := range []struct {
 		name string
 		devs []VideoDevice
@@ -110,6 +111,8 @@ func TestPickCapture(t *testing.T) {
 		{"usb dongle", []VideoDevice{uvc, uvcMeta, codec, isp}, uvc, true},
 		{"csi before a usb dongle with a lower node", []VideoDevice{uvc, uvcMeta, dev(2, "unicam-image", 0, "unicam")}, dev(2, "unicam-image", 0, "unicam"), true},
 		{"first of two dongles", []VideoDevice{uvc, uvcMeta, uvc2}, uvc, true},
+		{"vivid, a test machine's capture", []VideoDevice{codec, vivid}, vivid, true},
+		{"a real dongle before vivid", []VideoDevice{vivid, uvc2}, uvc2, true},
 		{"codec and isp only", []VideoDevice{codec, isp, pisp, hevc}, VideoDevice{}, false},
 		{"metadata node only", []VideoDevice{unicamMeta, uvcMeta}, VideoDevice{}, false},
 		{"none", nil, VideoDevice{}, false},

@@ -24,6 +24,9 @@
 # server, so the package's service is neither started (policy-rc.d below)
 # nor enabled. Its promtool lints the exposition (metrics/) and tests the
 # shipped alert rules (make rules).
+# ustreamer, PiKVM's MJPEG streamer, is the child the daemon runs for video
+# (package streamer): its tests run the real program on a generated capture
+# (a v4l2loopback-free test: ustreamer's own HTTP server over a unix socket).
 # The booted-system test (make image-test, imagetest/): mmdebstrap builds a
 # Debian arm64 system from Debian's packages, running their maintainer
 # scripts under qemu-user-static through binfmt_misc (arch-test is how
@@ -62,6 +65,7 @@ if [ "$mode" != install ]; then
 		command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || need="$need fdisk"
 		command -v shellcheck >/dev/null 2>&1 || need="$need shellcheck"
 		command -v chromium >/dev/null 2>&1 || need="$need chromium"
+		command -v ustreamer >/dev/null 2>&1 || need="$need ustreamer"
 		{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need="$need prometheus"
 		# OpenLDAP's server and tools, and FreeRADIUS, for the external
 		# authentication tests (each runs its own server on loopback).
