@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"kvmd/atx"
 	"kvmd/auth"
@@ -29,6 +30,14 @@ type Devices struct {
 	// Channels says whether a GPIO channel exists, for /api/gpio/switch
 	// and /pulse: every channel here is read-only.
 	Channels func(name string) bool
+	// Streamer, when set, serves /api/streamer and its operations, the
+	// "streamer" and "clients" events, and /streamer/stream and
+	// /streamer/snapshot (streamer.go). Without it, /api/streamer is
+	// State("streamer") and its operations answer UnavailableError.
+	Streamer Streamer
+	// StreamWriteTimeout cuts a /streamer/stream client that takes no
+	// data for this long (default 20 s).
+	StreamWriteTimeout time.Duration
 	// Version is the daemon's version for the "loop" event's major and
 	// minor numbers.
 	Version string
@@ -65,7 +74,6 @@ func (s *Server) registerDevices() {
 	s.Handle("POST", "/gpio/pulse", auth.RoleOperator, s.gpioAction("pulse"))
 	s.Handle("GET", "/hid", auth.RoleViewer, s.deviceState("hid"))
 	s.Handle("GET", "/msd", auth.RoleViewer, s.deviceState("msd"))
-	s.Handle("GET", "/streamer", auth.RoleViewer, s.deviceState("streamer"))
 	msdOps := []struct{ method, path string }{
 		{"POST", "/msd/set_params"}, {"POST", "/msd/set_connected"}, {"POST", "/msd/write"},
 		{"POST", "/msd/write_remote"}, {"POST", "/msd/remove"}, {"POST", "/msd/reset"}, {"GET", "/msd/read"},
@@ -74,6 +82,11 @@ func (s *Server) registerDevices() {
 		s.Handle(op.method, op.path, roleFor(op.method), notImplemented("MsdOperationError", http.StatusBadRequest,
 			"This daemon reads the mass-storage drive's state but does not manage images or the drive (no upload, download, connect or reset)"))
 	}
+	if d.Streamer != nil {
+		s.registerStreamer()
+		return
+	}
+	s.Handle("GET", "/streamer", auth.RoleViewer, s.deviceState("streamer"))
 	for _, op := range []struct{ method, path string }{
 		{"GET", "/streamer/snapshot"}, {"DELETE", "/streamer/snapshot"}, {"GET", "/streamer/ocr"},
 		{"POST", "/streamer/set_params"}, {"POST", "/streamer/reset"},

@@ -92,9 +92,12 @@ type route struct {
 
 // Server is kvmd's HTTP handler. Create it with New.
 type Server struct {
-	cfg      Config
-	conns    *connTable
-	routes   map[string]*route
+	cfg    Config
+	conns  *connTable
+	routes map[string]*route
+	// raw are the routes outside /api, at their exact paths
+	// (/streamer/stream): they answer only there.
+	raw      map[string]*route
 	ui       map[string]*uiFile
 	diagBusy chan struct{}
 	done     chan struct{}
@@ -122,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, routes: map[string]*route{}, raw: map[string]*route{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy)
 	// The route table: every endpoint and the least role it needs
 	// (auth.RoleNone: public). Routes added later by other files go
@@ -181,10 +184,22 @@ func New(cfg Config) (*Server, error) {
 // the route answers both with and without it. GET routes answer HEAD
 // too, for the same role.
 func (s *Server) Handle(method, path string, role auth.Role, h HandlerFunc) {
-	rt := s.routes[path]
+	s.handle(s.routes, method, path, role, h)
+}
+
+// HandleRaw registers h for method at path outside /api, exactly: the
+// paths PiKVM serves beside its API (/streamer/stream, where its nginx
+// sends ustreamer's stream). It answers only there, with the same
+// authentication and roles as Handle's routes.
+func (s *Server) HandleRaw(method, path string, role auth.Role, h HandlerFunc) {
+	s.handle(s.raw, method, path, role, h)
+}
+
+func (s *Server) handle(table map[string]*route, method, path string, role auth.Role, h HandlerFunc) {
+	rt := table[path]
 	if rt == nil {
 		rt = &route{methods: map[string]HandlerFunc{}, roles: map[string]auth.Role{}}
-		s.routes[path] = rt
+		table[path] = rt
 	}
 	rt.methods[method] = h
 	rt.roles[method] = role
@@ -257,12 +272,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 		}
 	}()
 	path := r.URL.Path
+	var rt *route
 	if path == "/api" || strings.HasPrefix(path, "/api/") {
-		path = path[len("/api"):]
+		rt = s.routes[path[len("/api"):]]
+	} else if raw := s.raw[path]; raw != nil {
+		rt = raw
 	} else if f, public := s.uiRoute(path); f != nil {
 		return s.serveUI(w, r, f, public, id)
+	} else {
+		rt = s.routes[path]
 	}
-	rt := s.routes[path]
 	if rt == nil {
 		return errNotFound
 	}
@@ -317,9 +336,15 @@ type RouteRole struct {
 }
 
 // Routes returns the route table, sorted, HEAD rows left out.
-func (s *Server) Routes() []RouteRole {
+func (s *Server) Routes() []RouteRole { return routeRoles(s.routes) }
+
+// RawRoutes returns the routes outside /api (HandleRaw), as Routes does,
+// their paths whole.
+func (s *Server) RawRoutes() []RouteRole { return routeRoles(s.raw) }
+
+func routeRoles(table map[string]*route) []RouteRole {
 	var out []RouteRole
-	for p, rt := range s.routes {
+	for p, rt := range table {
 		for m, role := range rt.roles {
 			if m != http.MethodHead {
 				out = append(out, RouteRole{m, p, role})

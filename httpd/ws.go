@@ -30,7 +30,8 @@ const (
 // (events.Hub drops it), the request's context ends (the session ended)
 // or the server shuts down.
 func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
-	if _, err := queryBool(r, "stream", true); err != nil {
+	stream, err := queryBool(r, "stream", true)
+	if err != nil {
 		return err
 	}
 	if err := checkHandshake(r); err != nil {
@@ -58,6 +59,12 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 
 	sub := d.Events.Subscribe()
 	defer d.Events.Unsubscribe(sub)
+	// A client that wants the stream (kvmd's stream=1, the default) keeps
+	// the streamer running while it is connected, as in kvmd, where the
+	// web page's WebSocket starts it.
+	if stream && d.Streamer != nil {
+		defer d.Streamer.AddViewer()()
+	}
 
 	send := func(b []byte, typ websocket.MessageType) error {
 		wctx, wcancel := context.WithTimeout(context.Background(), wsWriteTimeout)
@@ -72,13 +79,22 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	initial := [][]byte{mustEncode("loop", loopEvent(d.Version))}
 	for _, typ := range wsEventTypes {
 		var st any
-		if typ == "atx" {
+		switch {
+		case typ == "atx":
 			st = s.atxCurrent()
-		} else {
+		case typ == "streamer" && d.Streamer != nil:
+			st = d.Streamer.Current()
+		default:
 			st = d.State(typ)
 		}
 		initial = append(initial, mustEncode(typ, st))
 	}
+	// kvmd ends its greeting with the count of stream clients.
+	clients := 0
+	if d.Streamer != nil {
+		clients = d.Streamer.Viewers()
+	}
+	initial = append(initial, mustEncode("clients", map[string]int{"count": clients}))
 	for _, b := range initial {
 		if err := send(b, websocket.MessageText); err != nil {
 			return closeWith(websocket.StatusGoingAway, "write failed")

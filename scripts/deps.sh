@@ -24,9 +24,9 @@
 # server, so the package's service is neither started (policy-rc.d below)
 # nor enabled. Its promtool lints the exposition (metrics/) and tests the
 # shipped alert rules (make rules).
-# ustreamer, PiKVM's MJPEG streamer, is the child the daemon runs for video
-# (package streamer): its tests run the real program on a generated capture
-# (a v4l2loopback-free test: ustreamer's own HTTP server over a unix socket).
+# ustreamer, PiKVM's MJPEG streamer, is the program the daemon runs for video
+# (package streamer): its tests run it without a capture device, where it
+# serves its "NO SIGNAL" picture over its unix socket.
 # The booted-system test (make image-test, imagetest/): mmdebstrap builds a
 # Debian arm64 system from Debian's packages, running their maintainer
 # scripts under qemu-user-static through binfmt_misc (arch-test is how

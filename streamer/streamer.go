@@ -133,7 +133,6 @@ type Streamer struct {
 
 // instance is one run of the streamer.
 type instance struct {
-	gen     int
 	proc    Process
 	started time.Time
 	ready   chan struct{} // closed when its socket accepts connections

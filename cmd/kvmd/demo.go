@@ -6,14 +6,14 @@ import (
 	"io"
 	"log/slog"
 
-	"kvmd/hw"
 	"kvmd/internal/demo"
 )
 
 // setupDemo starts --demo (package demo) on the settings left at their
-// defaults, and returns the fake capture device and firmware mailbox, the
-// logger that also writes to the demo journal, and what undoes it.
-func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mailbox, *slog.Logger, func(), error) {
+// defaults, and returns the fake capture device, firmware mailbox and
+// streamer, the logger that also writes to the demo journal, and what
+// undoes it.
+func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, error) {
 	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TLS: cfg.TLSCert != ""}
 	if cfg.Root != "/" {
 		o.Root = cfg.Root
@@ -26,8 +26,8 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mai
 	}
 	d, err := demo.Start(o, stdout, log)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return demoParts{}, err
 	}
 	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir = d.Users, d.Root, d.Meta, d.JournalDir
-	return d.V4L2, d.Mailbox, d.Log(log), d.Close, nil
+	return demoParts{v4l2: d.V4L2, mailbox: d.Mailbox, log: d.Log(log), streamer: d.Streamer, stop: d.Close}, nil
 }

@@ -26,6 +26,7 @@ import (
 	"kvmd/internal/usersfile"
 	"kvmd/journal"
 	"kvmd/metrics"
+	"kvmd/streamer"
 	"kvmd/web"
 )
 
@@ -38,13 +39,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	// A fixture root gets none (the demo a fake), so that no test or
 	// demo ever asks the host's firmware.
 	var mailbox hw.Mailbox
+	var launcher streamer.Launcher
 	if cfg.Demo {
-		fake, fakeMailbox, demoLog, stop, err := setupDemo(&cfg, stdout, log)
+		d, err := setupDemo(&cfg, stdout, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		v4l2, mailbox, log = fake, fakeMailbox, demoLog
+		defer d.stop()
+		v4l2, mailbox, log, launcher = d.v4l2, d.mailbox, d.log, d.streamer
 	} else if cfg.Root == "/" {
 		mailbox = hw.VCIO{}
 		// periph's drivers register the board's real GPIO pins. On a
@@ -118,6 +120,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if hcfg.Devices, err = startDevices(ctx, src, nil, log); err != nil {
 		return err
 	}
+	stopStreamer, err := startStreamer(ctx, cfg, src, launcher, hcfg.Devices, log.With("component", "streamer"))
+	if err != nil {
+		return err
+	}
+	defer stopStreamer()
 	if cfg.TOTPSecret != "" {
 		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: authLog, TOTP: tfa}
 		hcfg.TwoFactorOn = a.TwoFactor
@@ -169,6 +176,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		<-stopping // systemd hears STOPPING=1 before the process is gone
 	}
 	return err
+}
+
+// demoParts are what --demo puts in place of the machine's own.
+type demoParts struct {
+	v4l2     hw.V4L2
+	mailbox  hw.Mailbox
+	log      *slog.Logger
+	streamer streamer.Launcher
+	stop     func()
 }
 
 // external returns what checks the passwords of the users that are not
