@@ -157,6 +157,13 @@ func TestCanonicalUserName(t *testing.T) {
 	if r := e.req("GET", "/api/auth/check", bearer(v.Result.Token), ""); r.status != 403 {
 		t.Errorf("the revoked token: %d", r.status)
 	}
+	// A token's name is taken as given: blanks around it are a 400.
+	if r := e.req("POST", "/api/auth/tokens", jsonHdr(admin), `{"name":" ha"}`); r.status != 400 || r.errName != "ValidatorError" {
+		t.Errorf(`token named " ha": %d %s, want 400`, r.status, r.body)
+	}
+	if r := e.req("DELETE", "/api/auth/tokens?name=%20t&user=viewer", admin, ""); r.status != 400 || r.errName != "ValidatorError" {
+		t.Errorf(`DELETE token name=%%20t: %d %s, want 400`, r.status, r.body)
+	}
 	// A name that is not one, blanks stripped or not, is 400.
 	for _, q := range []string{"user=%20", "user=Viewer", "user=vi%20ewer"} {
 		if r := e.req("DELETE", "/api/auth/sessions?"+q, admin, ""); r.status != 400 || r.errName != "ValidatorError" {
