@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"kvmd/auth"
 	"kvmd/streamer"
 )
 
@@ -38,22 +37,9 @@ type Streamer interface {
 // frame only when it has taken the last).
 const defaultStreamWriteTimeout = 20 * time.Second
 
-// registerStreamer registers kvmd's streamer API (kvmd/apps/kvmd/api/
-// streamer.py, and set_params and reset in kvmd/apps/kvmd/server.py) and
-// the two paths PiKVM's nginx sends to ustreamer itself
-// (configs/nginx/kvmd.ctx-server.conf: location /streamer), behind the
-// daemon's authentication. Reading is a viewer's, changing an
-// operator's.
-func (s *Server) registerStreamer() {
-	s.Handle("GET", "/streamer", auth.RoleViewer, s.streamerState)
-	s.Handle("POST", "/streamer/set_params", auth.RoleOperator, s.streamerSetParams)
-	s.Handle("POST", "/streamer/reset", auth.RoleOperator, s.streamerReset)
-	s.Handle("GET", "/streamer/snapshot", auth.RoleViewer, s.streamerSnapshot)
-	s.Handle("DELETE", "/streamer/snapshot", auth.RoleOperator, s.streamerDeleteSnapshot)
-	s.Handle("GET", "/streamer/ocr", auth.RoleViewer, notImplemented("UnavailableError", http.StatusServiceUnavailable,
-		"OCR is not available in this daemon"))
-	s.HandleRaw("GET", "/streamer/stream", auth.RoleViewer, s.streamerStream)
-	s.HandleRaw("GET", "/streamer/snapshot", auth.RoleViewer, s.streamerRawSnapshot)
+// ocrUnavailable answers kvmd's /streamer/ocr: this daemon has no OCR.
+func ocrUnavailable(*Server, http.ResponseWriter, *http.Request) error {
+	return Unavailable("OCR is not available in this daemon", nil)
 }
 
 // streamerError maps the streamer's errors to kvmd's answers: kvmd
@@ -86,8 +72,21 @@ func streamerError(err error) error {
 	return Unavailable("The streamer did not answer", err)
 }
 
+// streamer returns the Devices' streamer, or errNoStreamer.
+func (s *Server) streamer() (Streamer, error) {
+	if st := s.cfg.Devices.Streamer; st != nil {
+		return st, nil
+	}
+	return nil, errNoStreamer
+}
+
+// streamerState is kvmd's GET /streamer; without a Streamer, the state
+// the devices give.
 func (s *Server) streamerState(w http.ResponseWriter, r *http.Request) error {
-	return WriteJSON(w, s.cfg.Devices.Streamer.State(r.Context()))
+	if st := s.cfg.Devices.Streamer; st != nil {
+		return WriteJSON(w, st.State(r.Context()))
+	}
+	return WriteJSON(w, s.cfg.Devices.State("streamer"))
 }
 
 // streamerSetParams is kvmd's set_params: each parameter given (an empty
@@ -100,7 +99,11 @@ func (s *Server) streamerSetParams(w http.ResponseWriter, r *http.Request) error
 			ch[k] = v
 		}
 	}
-	if err := s.cfg.Devices.Streamer.SetParams(ch); err != nil {
+	st, err := s.streamer()
+	if err != nil {
+		return err
+	}
+	if err := st.SetParams(ch); err != nil {
 		return streamerError(err)
 	}
 	writeBody(w, http.StatusOK, okEmpty)
@@ -108,7 +111,11 @@ func (s *Server) streamerSetParams(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) streamerReset(w http.ResponseWriter, r *http.Request) error {
-	s.cfg.Devices.Streamer.Reset()
+	st, err := s.streamer()
+	if err != nil {
+		return err
+	}
+	st.Reset()
 	writeBody(w, http.StatusOK, okEmpty)
 	return nil
 }
@@ -157,7 +164,10 @@ func (s *Server) streamerSnapshot(w http.ResponseWriter, r *http.Request) error 
 	if ocr {
 		return Unavailable("OCR is not available in this daemon", nil)
 	}
-	st := s.cfg.Devices.Streamer
+	st, err := s.streamer()
+	if err != nil {
+		return err
+	}
 	snap, err := st.Snapshot(r.Context(), save, load, allowOffline)
 	if err != nil {
 		return streamerError(err)
@@ -190,7 +200,11 @@ func writeSnapshot(w http.ResponseWriter, snap *streamer.Snapshot, data []byte) 
 }
 
 func (s *Server) streamerDeleteSnapshot(w http.ResponseWriter, r *http.Request) error {
-	s.cfg.Devices.Streamer.DeleteSnapshot()
+	st, err := s.streamer()
+	if err != nil {
+		return err
+	}
+	st.DeleteSnapshot()
 	writeBody(w, http.StatusOK, okEmpty)
 	return nil
 }
@@ -198,7 +212,11 @@ func (s *Server) streamerDeleteSnapshot(w http.ResponseWriter, r *http.Request) 
 // streamerRawSnapshot is /streamer/snapshot outside /api: ustreamer's own
 // answer, its placeholder included when there is no signal.
 func (s *Server) streamerRawSnapshot(w http.ResponseWriter, r *http.Request) error {
-	snap, err := s.cfg.Devices.Streamer.RawSnapshot(r.Context())
+	st, err := s.streamer()
+	if err != nil {
+		return err
+	}
+	snap, err := st.RawSnapshot(r.Context())
 	if err != nil {
 		return streamerError(err)
 	}
@@ -218,6 +236,10 @@ var streamHeaders = []string{"Content-Type", "Cache-Control", "Pragma", "Expires
 // and the others go on. It ends when the client goes, the streamer ends,
 // the client's session ends, or the server shuts down.
 func (s *Server) streamerStream(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.streamer()
+	if err != nil {
+		return err
+	}
 	if r.Method == http.MethodHead {
 		w.Header().Set("Content-Type", "multipart/x-mixed-replace;boundary=boundarydonotcross")
 		w.WriteHeader(http.StatusOK)
@@ -232,7 +254,7 @@ func (s *Server) streamerStream(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 		}
 	}()
-	resp, release, err := s.cfg.Devices.Streamer.Stream(ctx, r.URL.RawQuery)
+	resp, release, err := st.Stream(ctx, r.URL.RawQuery)
 	if err != nil {
 		return streamerError(err)
 	}
