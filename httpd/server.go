@@ -81,9 +81,9 @@ type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // Server is kvmd's HTTP handler. Create it with New.
 type Server struct {
-	cfg      Config
-	conns    *connTable
-	routes   map[string]*pathRoutes
+	cfg    Config
+	conns  *connTable
+	routes map[string]*pathRoutes
 	// raw are the routes outside /api (rawRouteTable), answered at their
 	// paths only.
 	raw      map[string]*pathRoutes
