@@ -217,8 +217,8 @@ func TestNotInstalled(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("took %v to say so", d)
 	}
-	if st := s.State(context.Background()); st["streamer"] != nil {
-		t.Errorf("streamer %v, want null", st["streamer"])
+	if st := s.State(context.Background()); st["streamer"] != nil || st["error"] != "ustreamer is not installed" {
+		t.Errorf("streamer %v error %v, want null and why", st["streamer"], st["error"])
 	}
 	if _, _, err := s.Stream(context.Background(), ""); !errors.Is(err, streamer.ErrNotInstalled) {
 		t.Errorf("stream: %v", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,7 +17,7 @@ import (
 
 // The keys of the state, kvmd's (kvmd/apps/kvmd/streamer/__init__.py),
 // and this daemon's own "capture".
-var stateKeys = []string{"features", "limits", "params", "applied", "streamer", "snapshot", "capture"}
+var stateKeys = []string{"features", "limits", "params", "applied", "streamer", "snapshot", "capture", "error"}
 
 // CaptureState is the daemon's own reading of the capture device, which
 // kvmd's state does not have: the signal's truth where ustreamer's
@@ -57,6 +58,7 @@ func (s *Streamer) compose(ss map[string]any) map[string]any {
 	}
 	params := s.params
 	saved := s.saved
+	lastErr := s.lastErr
 	s.mu.Unlock()
 	f := FeaturesOf(c.Kind)
 	l := Limits{DesiredFPSMin: s.cfg.DesiredFPSMin, DesiredFPSMax: s.cfg.DesiredFPSMax, Resolutions: s.cfg.Resolutions}
@@ -88,7 +90,20 @@ func (s *Streamer) compose(ss map[string]any) map[string]any {
 		"streamer": streamer,
 		"snapshot": snap,
 		"capture":  capture,
+		"error":    problem(lastErr),
 	}
+}
+
+// problem says in words why no streamer can run, for the state's "error"
+// (this daemon's, not kvmd's): nil when one can, or is only restarting.
+func problem(err error) any {
+	switch {
+	case errors.Is(err, ErrNotInstalled):
+		return "ustreamer is not installed"
+	case errors.Is(err, ErrNoCapture):
+		return "no video capture device was found"
+	}
+	return nil
 }
 
 // applyStreamer fills in applied from the streamer's own state, as kvmd's
