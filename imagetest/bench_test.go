@@ -29,6 +29,7 @@ type figures struct {
 	qemu                                                          string
 	daemonStart                                                   time.Duration
 	rssIdle, rssAfter                                             int // KiB
+	streamer                                                      streamerFigures
 }
 
 func (f *figures) report(t *testing.T) {
@@ -49,6 +50,15 @@ func (f *figures) report(t *testing.T) {
 		return
 	}
 	t.Logf("wrote the booted-system section of %s", path)
+}
+
+// fmtList formats each of v with format, comma-separated.
+func fmtList(v []float64, format string) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf(format, x)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func mib(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
@@ -78,6 +88,15 @@ func (f *figures) markdown(now time.Time) string {
 	w("| kvmd VmRSS, idle after the first boot | %s |", mib(f.rssIdle))
 	w("| kvmd VmRSS after the `/api/info` and `/api/log` checks (follow included) | %s |", mib(f.rssAfter))
 	w("| watchdog: `SIGSTOP` to the daemon restarted and running (`WatchdogSec=30s`) | %.0f s |", f.watchdogRestart.Seconds())
+	if sf := f.streamer; len(sf.ratios) > 0 {
+		w("| streamer: frames a second a client gets from ustreamer's own socket (vivid %dx%d, YUYV, ustreamer 4.9's CPU encoder), median of %d rounds | %.1f |", sf.width, sf.height, len(sf.direct), median(sf.direct))
+		w("| streamer: the same through the daemon (`/streamer/stream`, unix socket), median | %.1f |", median(sf.daemon))
+		w("| streamer: through the daemon / direct, median of the paired rounds (%s) | %.3fx |", fmtList(sf.ratios, "%.3f"), median(sf.ratios))
+		w("| streamer: the daemon's CPU a frame relayed (`/proc/PID/stat` utime+stime over the rounds), median (%s) | %.2f ms |", fmtList(sf.cpuPerFrame, "%.2f"), median(sf.cpuPerFrame))
+		w("| streamer: a stream request with the streamer stopped to its first frame, through the daemon | %.0f ms |", sf.firstFrame)
+		w("| streamer: `kill -9` of ustreamer to a snapshot from the new one (1 s backoff) | %.1f s |", sf.restart.Seconds())
+		w("| streamer: the last client gone to ustreamer stopped (`--streamer-shutdown-delay` 10 s) | %.1f s |", sf.stopAfter.Seconds())
+	}
 	w("| install boot: `apt install ./kvmd_*.deb` in the never-booted system, power off | %.0f s |", f.install.Seconds())
 	if f.imageBuilt {
 		w("| root file system built with mmdebstrap (not cached: a cold run) | %.0f s |", f.image.Seconds())

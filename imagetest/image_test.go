@@ -117,6 +117,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("units", sys.testUnits)
 	t.Run("info", sys.testInfo)
 	t.Run("gadget", sys.testGadget)
+	t.Run("streamer", func(t *testing.T) { sys.testStreamer(t, &fig) })
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
 	fig.rssAfter = sys.daemonRSS(t)
@@ -274,6 +275,8 @@ type system struct {
 	version string
 	share   string
 	totp    string // the 2FA secret, once enabled
+	// webcheckPath is tools/cmd/webcheck, once built.
+	webcheckPath string
 }
 
 // creds are the headers of a request as admin (with the 2FA code when on).

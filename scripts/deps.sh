@@ -26,7 +26,10 @@
 # shipped alert rules (make rules).
 # ustreamer, PiKVM's MJPEG streamer, is the program the daemon runs for video
 # (package streamer): its tests run it without a capture device, where it
-# serves its "NO SIGNAL" picture over its unix socket.
+# serves its "NO SIGNAL" picture over its unix socket. nginx is the reverse
+# proxy of PiKVM's layout: the booted-system test serves PiKVM's own web pages
+# from it in front of the daemon (its service, like prometheus's, is neither
+# started nor enabled).
 # The booted-system test (make image-test, imagetest/): mmdebstrap builds a
 # Debian arm64 system from Debian's packages, running their maintainer
 # scripts under qemu-user-static through binfmt_misc (arch-test is how
@@ -66,6 +69,7 @@ if [ "$mode" != install ]; then
 		command -v shellcheck >/dev/null 2>&1 || need="$need shellcheck"
 		command -v chromium >/dev/null 2>&1 || need="$need chromium"
 		command -v ustreamer >/dev/null 2>&1 || need="$need ustreamer"
+		[ -x /usr/sbin/nginx ] || need="$need nginx"
 		{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need="$need prometheus"
 		# OpenLDAP's server and tools, and FreeRADIUS, for the external
 		# authentication tests (each runs its own server on loopback).
@@ -135,7 +139,7 @@ fi
 $sudo apt-get update -qq
 # shellcheck disable=SC2086
 $sudo apt-get install -y -qq --no-install-recommends $need >/dev/null
-for svc in prometheus slapd freeradius; do
+for svc in prometheus slapd freeradius nginx; do
 	case " $need " in
 	*" $svc "*) $sudo systemctl disable --quiet "$svc.service" 2>/dev/null || true ;;
 	esac

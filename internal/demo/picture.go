@@ -19,12 +19,14 @@ const (
 	pictureHeight = 1080
 )
 
-// barColours are the seven bars of a colour-bar test pattern at 75 %
-// (white, yellow, cyan, green, magenta, red, blue), the picture vivid
-// shows, so that the demo's console looks like the booted test's.
+// barColours are the eight bars of the ITU-R 75 % colour-bar sequence
+// (white, yellow, cyan, green, magenta, red and blue at 75 %, then black),
+// the picture vivid shows by default (drivers/media/common/v4l2-tpg/
+// v4l2-tpg-core.c, tpg_get_color), so that the demo's console looks like
+// the booted test's.
 var barColours = []color.RGBA{
 	{191, 191, 191, 255}, {191, 191, 0, 255}, {0, 191, 191, 255}, {0, 191, 0, 255},
-	{191, 0, 191, 255}, {191, 0, 0, 255}, {0, 0, 191, 255},
+	{191, 0, 191, 255}, {191, 0, 0, 255}, {0, 0, 191, 255}, {0, 0, 0, 255},
 }
 
 // Picture draws the demo's picture at t: colour bars over two thirds of

@@ -1,10 +1,8 @@
 package webtest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"image/png"
 	"io"
 	"math"
 	"net/http"
@@ -20,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"kvmd/client/clienttest"
+	"kvmd/tools/internal/screen"
 )
 
 // wsFrames records the text frames the page sends on its WebSockets.
@@ -76,34 +75,6 @@ func evalFloat(t *testing.T, ctx context.Context, expr string) float64 {
 	return v
 }
 
-// barColours are the demo picture's bars (internal/demo, 75 % colour bars):
-// white, yellow, cyan, green, magenta, red, blue.
-var barColours = [][3]int{{191, 191, 191}, {191, 191, 0}, {0, 191, 191}, {0, 191, 0}, {191, 0, 191}, {191, 0, 0}, {0, 0, 191}}
-
-// checkBars checks that the picture drawn in png, inside rect (its x, y,
-// w, h in the screenshot's pixels), has the seven bars across its top,
-// each within tolerance.
-func checkBars(t *testing.T, pngData []byte, rect [4]float64) {
-	t.Helper()
-	img, err := png.Decode(bytes.NewReader(pngData))
-	if err != nil {
-		t.Fatal(err)
-	}
-	x0, y0, w, h := rect[0], rect[1], rect[2], rect[3]
-	for i, want := range barColours {
-		px := int(x0 + w*(float64(i)+0.5)/7)
-		py := int(y0 + h/3)
-		r, g, b, _ := img.At(px, py).RGBA()
-		got := [3]int{int(r >> 8), int(g >> 8), int(b >> 8)}
-		for c := range 3 {
-			if math.Abs(float64(got[c]-want[c])) > 40 {
-				t.Errorf("bar %d at (%d, %d): colour %v, want about %v: not the demo's picture", i, px, py, got, want)
-				break
-			}
-		}
-	}
-}
-
 // TestWebUIConsole opens the console against the demo, whose streamer
 // serves a generated picture of colour bars: the picture is drawn, scaled
 // to fit (checked pixel by pixel in a screenshot), and what is typed and
@@ -147,7 +118,9 @@ func TestWebUIConsole(t *testing.T) {
 	}
 	var shot []byte
 	act(t, ctx, "screenshot", chromedp.CaptureScreenshot(&shot))
-	checkBars(t, shot, rect)
+	if _, err := screen.CheckBars(shot, rect, 0.3); err != nil {
+		t.Errorf("the console's picture: %v", err)
+	}
 	if err := os.WriteFile(filepath.Join(screenshotDir, "console.png"), shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
