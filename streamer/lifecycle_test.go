@@ -71,7 +71,9 @@ var vivid = streamer.Capture{Device: "/dev/video0", Kind: hw.CaptureVivid, Drive
 // dying, and two never run at once.
 func TestLifecycle(t *testing.T) {
 	clock := clockwork.NewFakeClock()
-	l := &streamertest.Launcher{}
+	// Streamers take a while to end after SIGTERM, as real ones do: a
+	// new one must wait for that.
+	l := &streamertest.Launcher{StopDelay: 100 * time.Millisecond}
 	s := streamer.New(streamer.Config{
 		Launcher: l, Dir: shortDir(t), Clock: clock,
 		Capture:       func() (streamer.Capture, error) { return vivid, nil },
@@ -157,12 +159,13 @@ func TestLifecycle(t *testing.T) {
 	clock.Advance(time.Second)
 	eventually(t, 5*time.Second, "restart after a long run", func() bool { return l.Launches() == 6 && s.Running() != 0 })
 
-	// Reset: stopped at once, started again after the reset delay (1 s).
+	// Reset: stopped at once, started again after the reset delay (1 s),
+	// once the old one has ended.
 	pid := s.Running()
 	s.Reset()
 	waitTimers(2)
-	if s.Running() != 0 {
-		t.Fatal("still running after a reset")
+	if s.Running() != 0 || l.Running() != 0 {
+		t.Fatalf("a streamer runs after a reset stopped it: %d, %d", s.Running(), l.Running())
 	}
 	clock.Advance(time.Second)
 	eventually(t, 5*time.Second, "start after the reset", func() bool { return s.Running() != 0 && s.Running() != pid })

@@ -53,6 +53,9 @@ type Launcher struct {
 	Redraw        time.Duration
 	// Online is what the frames say (X-UStreamer-Online); nil: true.
 	Online func() bool
+	// StopDelay is how long a streamer takes to end after Stop, as a
+	// real one finishing its work after SIGTERM (Kill ends it at once).
+	StopDelay time.Duration
 
 	mu       sync.Mutex
 	procs    []*Process
@@ -146,7 +149,7 @@ func (l *Launcher) Launch(args []string, line func(string)) (streamer.Process, e
 	p := &Process{
 		pid: int(100000 + nextPid.Add(1)), ln: ln, done: make(chan struct{}),
 		fps: fps, quality: quality, width: w, height: h, src: src, redraw: redraw, online: l.Online,
-		clients: map[uint64]*client{}, line: line, Args: args,
+		clients: map[uint64]*client{}, line: line, Args: args, stopDelay: l.StopDelay,
 	}
 	p.frame.Store(p.render(time.Now()))
 	p.srv = &http.Server{Handler: p.mux(), ReadHeaderTimeout: 5 * time.Second}
@@ -168,6 +171,7 @@ type Process struct {
 	Args []string
 
 	pid              int
+	stopDelay        time.Duration
 	ln               net.Listener
 	srv              *http.Server
 	done             chan struct{}
@@ -205,8 +209,14 @@ type client struct {
 func (p *Process) Pid() int { return p.pid }
 
 // Stop ends it as SIGTERM ends ustreamer: the socket closes, the clients
-// are cut.
-func (p *Process) Stop() { p.end(false) }
+// are cut, after the launcher's StopDelay.
+func (p *Process) Stop() {
+	if p.stopDelay > 0 {
+		time.AfterFunc(p.stopDelay, func() { p.end(false) })
+		return
+	}
+	p.end(false)
+}
 
 // Kill ends it at once.
 func (p *Process) Kill() { p.end(true) }
