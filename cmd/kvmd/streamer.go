@@ -42,12 +42,17 @@ func (c *Config) checkStreamer() error {
 
 // streamerDir returns the directory of the streamer's socket: --streamer-dir,
 // else the one systemd made for the service (RUNTIME_DIRECTORY, from
-// RuntimeDirectory=), else a new one of the daemon's own, removed at the
-// end. The directory is the daemon's user's alone (0700).
+// RuntimeDirectory=: the one named ustreamer when there are several), else
+// a new one of the daemon's own, removed at the end. The directory is the
+// daemon's user's alone (0700).
 func streamerDir(dir string) (string, func(), error) {
 	if dir == "" {
-		if rd, _, _ := strings.Cut(os.Getenv("RUNTIME_DIRECTORY"), ":"); rd != "" {
-			dir = rd
+		dirs := strings.Split(os.Getenv("RUNTIME_DIRECTORY"), ":")
+		dir = dirs[0]
+		for _, d := range dirs {
+			if filepath.Base(d) == "ustreamer" {
+				dir = d
+			}
 		}
 	}
 	if dir != "" {
