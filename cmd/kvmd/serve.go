@@ -115,9 +115,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
 		Diagnostics:     diagSource(cfg, src, v4l2),
 	}
-	if hcfg.Devices, err = startDevices(ctx, src, nil, log); err != nil {
+	var stopDevices func()
+	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, log); err != nil {
 		return err
 	}
+	defer stopDevices()
 	if cfg.TOTPSecret != "" {
 		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: authLog, TOTP: tfa}
 		hcfg.TwoFactorOn = a.TwoFactor

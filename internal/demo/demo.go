@@ -134,8 +134,12 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 		}
 		pin := &gpiotest.Pin{N: p.GPIO, Fn: fn, L: levels[p.Name]}
 		var reg gpio.PinIO = pin
-		if p.Name == "atx_power_switch" && powerLED != nil {
-			reg = &powerButton{Pin: pin, led: powerLED}
+		if button, ok := strings.CutSuffix(p.Name, "_switch"); ok {
+			sw := &demoButton{Pin: pin, name: strings.TrimPrefix(button, "atx_"), log: log}
+			if p.Name == "atx_power_switch" {
+				sw.led = powerLED
+			}
+			reg = sw
 		}
 		if p.Name == "atx_power_led" {
 			powerLED = pin
@@ -184,23 +188,34 @@ func (d *Demo) Close() {
 	os.RemoveAll(d.dir)
 }
 
-// powerButton is the demo host's power button: a press (high, then low)
-// turns its power LED on or off, as a short press of a real PC's button
-// starts it or asks it to shut down.
-type powerButton struct {
+// demoButton is a button of the demo host, behind an ATX switch pin. It
+// says in the log when it is pressed and released, so that a newcomer sees
+// what a click did (and a test sees that the daemon let go of it). The
+// power button, led set, turns the power LED on or off on each press (high,
+// then low), as a short press of a real PC's button starts it or asks it
+// to shut down.
+type demoButton struct {
 	*gpiotest.Pin
-	led *gpiotest.Pin
+	name string
+	led  *gpiotest.Pin
+	log  *slog.Logger
 }
 
-func (b *powerButton) Out(l gpio.Level) error {
+func (b *demoButton) Out(l gpio.Level) error {
 	was := b.Read()
 	if err := b.Pin.Out(l); err != nil {
 		return err
 	}
-	if was == gpio.High && l == gpio.Low {
-		b.led.Lock()
-		b.led.L = !b.led.L
-		b.led.Unlock()
+	switch {
+	case was == gpio.Low && l == gpio.High:
+		b.log.Info("demo host: " + b.name + " button pressed")
+	case was == gpio.High && l == gpio.Low:
+		b.log.Info("demo host: " + b.name + " button released")
+		if b.led != nil {
+			b.led.Lock()
+			b.led.L = !b.led.L
+			b.led.Unlock()
+		}
 	}
 	return nil
 }
