@@ -203,7 +203,7 @@ func (a *Authenticator) logFailure(user string, m Method, addr netip.Addr, reaso
 	if wait == 0 && !a.failures.allow(a.Log, every, user, m, addr, reason) {
 		return
 	}
-	args := []any{"user", user, "method", string(m), "addr", addrString(addr), "reason", reason}
+	args := []any{"user", LogName(user), "method", string(m), "addr", addrString(addr), "reason", reason}
 	if wait > 0 {
 		args = append(args, "blocked", wait.Round(time.Second).String())
 	}

@@ -23,7 +23,7 @@ type DiagBundle interface {
 type DiagSource func(redactIdentities bool) (DiagBundle, error)
 
 var errDiagBusy = &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError",
-	Msg: "A diagnostics bundle is being made; try again when it is done", RetryAfter: 10 * time.Second}
+	Msg: "A diagnostics bundle is being made; try again when it is done", RetryAfter: 10 * time.Second, Expected: true}
 
 // diagnostics answers GET /api/diagnostics: a zip archive streamed as
 // the probes end, one at a time (a bundle runs a dozen probes, some of

@@ -97,6 +97,7 @@ type Server struct {
 	routes   map[string]*route
 	ui       map[string]*uiFile
 	diagBusy chan struct{}
+	refusals refusals
 	done     chan struct{}
 	doneOnce sync.Once
 }
@@ -124,6 +125,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy)
+	s.refusals = refusals{log: cfg.Log, now: time.Now}
 	// The route table: every endpoint and the least role it needs
 	// (auth.RoleNone: public). Routes added later by other files go
 	// through Handle too, so TestRoleTable walks them all.
@@ -231,18 +233,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var id Identity
 	if err := s.serve(rec, r, &id); err != nil {
 		e := asError(err)
-		if e.Status >= 500 && !e.logged {
-			s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		switch {
+		case e.logged:
+		case expected(e):
+			s.refusals.note(r, e)
+		default:
+			s.cfg.Log.Error("request failed", "method", r.Method, "path", logPath(r.URL.Path), "err", err)
 		}
 		if rec.status == 0 {
 			writeError(rec, e)
 		} else if e.Status >= 500 || e.Err != nil {
-			s.cfg.Log.Warn("error after the reply began", "path", r.URL.Path, "err", err)
+			s.cfg.Log.Warn("error after the reply began", "path", logPath(r.URL.Path), "err", err)
 		}
 	}
 	if s.cfg.AccessLog != nil {
-		s.cfg.AccessLog.Info("http", "addr", addrString(s.clientAddr(r)), "method", r.Method, "path", r.URL.Path,
-			"status", rec.status, "bytes", rec.bytes, "user", id.User, "auth", string(id.Method),
+		s.cfg.AccessLog.Info("http", "addr", addrString(s.clientAddr(r)), "method", r.Method, "path", logPath(r.URL.Path),
+			"status", rec.status, "bytes", rec.bytes, "user", auth.LogName(id.User), "auth", string(id.Method),
 			"dur", time.Since(start).Round(time.Microsecond))
 	}
 }
