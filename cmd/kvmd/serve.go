@@ -113,7 +113,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		TrustedProxies:  proxies,
 		MaxConns:        cfg.MaxConnections,
 		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
-		Diagnostics:     diagSource(cfg, src, v4l2),
+		Diagnostics:     diagSource(cfg, src, v4l2, a),
 	}
 	var stopDevices func()
 	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, log); err != nil {
