@@ -50,16 +50,7 @@ func (s *Server) diagnostics(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if err := b.Write(ctx, w); err != nil {
+	if err := b.Write(r.Context(), w); err != nil { // cut short at shutdown (BaseContext)
 		// The reply has begun: the client sees a truncated archive, which
 		// no zip reader opens; the log says why.
 		s.cfg.Log.Warn("diagnostics bundle not sent whole", "err", err)

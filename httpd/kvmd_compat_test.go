@@ -69,6 +69,14 @@ func TestBadQueryEscape(t *testing.T) {
 			t.Errorf("%s: %d %q %s, want 400 ValidatorError", path, r.status, r.errName, r.errMsg)
 		}
 	}
+	// The message says which fault it is.
+	for path, want := range map[string]string{
+		"/api/q?x=%zz": "a bad %-escape", "/api/q?x=1;y=2": "a semicolon is no separator", "/api/q?x=1&y=%zz": "a bad %-escape",
+	} {
+		if r := e.req("GET", path, auth, ""); r.status != 400 || !strings.Contains(r.errMsg, want) {
+			t.Errorf("%s: %d %q, want 400 saying %q", path, r.status, r.errMsg, want)
+		}
+	}
 	if len(fi.got) != 0 {
 		t.Errorf("the info source was asked for %q: the bad query reached it", fi.got)
 	}

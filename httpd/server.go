@@ -99,6 +99,12 @@ type Server struct {
 	diagBusy chan struct{}
 	refusals refusals
 	done     chan struct{}
+	// base is every request's parent context (http.Server.BaseContext):
+	// shutdown cancels it right after closing done, which ends the
+	// streams (log follows, WebSockets, bundles) without a goroutine per
+	// request watching done.
+	base       context.Context
+	cancelBase context.CancelFunc
 	doneOnce sync.Once
 }
 
@@ -126,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy)
 	s.refusals = refusals{log: cfg.Log, now: time.Now}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
 	// The route table: every endpoint and the least role it needs
 	// (auth.RoleNone: public). Routes added later by other files go
 	// through Handle too, so TestRoleTable walks them all.
@@ -235,6 +242,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e := asError(err)
 		switch {
 		case e.logged:
+		case errors.Is(err, context.Canceled) && s.base.Err() != nil:
+			// Cut by the shutdown, which is logged once.
 		case expected(e):
 			s.refusals.note(r, e)
 		default:
