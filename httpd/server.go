@@ -105,7 +105,7 @@ type Server struct {
 	// request watching done.
 	base       context.Context
 	cancelBase context.CancelFunc
-	doneOnce sync.Once
+	doneOnce   sync.Once
 }
 
 // New returns a Server with the authentication endpoints registered. Its
