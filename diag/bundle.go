@@ -29,7 +29,7 @@ const maxFile = 4 << 20
 
 // InfoSource is what /api/info answers from (package info implements it).
 type InfoSource interface {
-	JSON(categories []string, legacy bool) []byte
+	Result(categories []string, legacy bool) []byte
 	Hardware() info.Hardware
 }
 

@@ -271,7 +271,7 @@ func (b *Bundle) infoProbe(_ context.Context, w *bytes.Buffer) error {
 	if b.cfg.Info == nil {
 		return errSkip{"no /api/info source"}
 	}
-	raw := b.cfg.Info.JSON(info.Available(false), false)
+	raw := b.cfg.Info.Result(info.Available(false), false)
 	if err := json.Indent(w, raw, "", "  "); err != nil {
 		w.Write(raw)
 	}

@@ -48,7 +48,7 @@ func (f *fakeInfo) Fields(arg string, legacy bool) ([]string, error) {
 	f.got = append(f.got, arg)
 	return []string{"system"}, nil
 }
-func (f *fakeInfo) JSON([]string, bool) []byte { return []byte(`{"ok":true,"result":{}}`) }
+func (f *fakeInfo) Result([]string, bool) []byte { return []byte(`{}`) }
 
 // TestBadQueryEscape: a query that does not decode (a bad %-escape) is a
 // 400, not a parameter silently dropped (which gave every category).
@@ -82,6 +82,8 @@ func TestBadQueryEscape(t *testing.T) {
 	}
 	if r := e.req("GET", "/api/info?fields=system%2Cmeta", auth, ""); r.status != 200 || !slices.Equal(fi.got, []string{"system,meta"}) {
 		t.Errorf("a good escape: %d, fields %q", r.status, fi.got)
+	} else if string(r.body) != `{"ok":true,"result":{}}` {
+		t.Errorf("the info source's result in the server's envelope: %s", r.body)
 	}
 	// A bad query on an unauthenticated request is still 401 first: the
 	// query is not looked at before authentication.
