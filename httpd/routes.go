@@ -21,7 +21,7 @@ import (
 // New refuses a table with two rows for one method and path under any one
 // Config (ErrDuplicateRoute); testdata/routes.golden pins the role, token
 // and peer permission of every row (TestRouteTableGolden), and the role
-// tables of README.md and docs/security.md are generated from it
+// tables of docs/security.md are generated from it
 // (TestDocsRouteTables). GET rows answer HEAD too.
 var routeTable = []route{
 	// Sessions and passwords.
