@@ -30,7 +30,7 @@ func TestCheckRefusesPeerCredentials(t *testing.T) {
 		t.Errorf("check with peer credentials only: %d %q, want 401 UnauthorizedError", r.status, r.errName)
 	}
 	// Every other endpoint still takes them.
-	e.srv.Handle("GET", "/whoami", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+	e.srv.handle("GET", "/whoami", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		return WriteJSON(w, map[string]string{"user": IdentityFrom(r.Context()).User})
 	})
 	if r := e.reqUnix("GET", "/api/whoami", nil, ""); r.status != 200 || !strings.Contains(string(r.body), `"root"`) {
@@ -55,7 +55,7 @@ func (f *fakeInfo) Result([]string, bool) []byte { return []byte(`{}`) }
 func TestBadQueryEscape(t *testing.T) {
 	fi := &fakeInfo{}
 	e := newEnv(t, envOpts{info: fi, extraRoutes: func(s *Server) {
-		s.Handle("GET", "/q", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+		s.handle("GET", "/q", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 			if _, err := queryBool(r, "x", false); err != nil {
 				return err
 			}

@@ -21,7 +21,7 @@ func TestRefusalsLoggedAtInfoRateLimited(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	e := newEnv(t, envOpts{devices: d, extraRoutes: func(s *Server) {
 		s.refusals.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-		s.Handle("GET", "/fault", auth.RoleViewer, func(http.ResponseWriter, *http.Request) error {
+		s.handle("GET", "/fault", auth.RoleViewer, func(http.ResponseWriter, *http.Request) error {
 			return errors.New("a real fault")
 		})
 	}})

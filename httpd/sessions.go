@@ -30,12 +30,13 @@ type sessionView struct {
 // whose returns the user whose sessions or tokens a request is about: the
 // user= parameter for an admin (every user when absent and all is set),
 // the caller itself for everyone else. A non-admin naming another user is
-// refused.
+// refused. The name is canonical, as everywhere (checkUser).
 func whose(r *http.Request, id Identity, all bool) (string, error) {
 	q := r.URL.Query()
 	user, named := q.Get("user"), q.Has("user")
 	if named {
-		if _, err := checkUser("user", user); err != nil {
+		var err error
+		if user, err = checkUser("user", user); err != nil {
 			return "", err
 		}
 	}
@@ -124,12 +125,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 // token: the only time it is shown.
 func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 	id := IdentityFrom(r.Context())
-	if id.Method == auth.MethodToken {
-		// A leaked token must not be able to mint itself successors
-		// that outlive its revocation.
-		return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "Forbidden: an API token cannot make API tokens; sign in with a password"}
-	}
-	body, err := io.ReadAll(r.Body)
+	body, err := io.ReadAll(r.Body) // no API token gets here: the route table refuses them
 	if err != nil {
 		return BadRequest("Request body could not be read", err)
 	}
@@ -146,14 +142,13 @@ func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 		return BadParam("name", err.Error())
 	}
 	user := id.User
-	if req.User != "" && req.User != id.User {
-		if id.Role < auth.RoleAdmin {
-			return roleError(id.Role, auth.RoleAdmin)
-		}
-		if _, err := checkUser("user", req.User); err != nil {
+	if req.User != "" {
+		if user, err = checkUser("user", req.User); err != nil {
 			return err
 		}
-		user = req.User
+		if user != id.User && id.Role < auth.RoleAdmin {
+			return roleError(id.Role, auth.RoleAdmin)
+		}
 	}
 	// The token's role is at most the caller's, and at most its user's.
 	ceiling := min(id.Role, s.cfg.Auth.Role(user))

@@ -24,7 +24,7 @@ func TestShutdownEndsRequestContexts(t *testing.T) {
 	})
 	entered, returned := make(chan struct{}), make(chan error, 1)
 	e = newEnv(t, envOpts{extraRoutes: func(s *Server) {
-		s.Handle("GET", "/wait", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+		s.handle("GET", "/wait", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 			close(entered)
 			<-r.Context().Done()
 			returned <- r.Context().Err()

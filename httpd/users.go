@@ -3,6 +3,7 @@ package httpd
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -36,6 +37,37 @@ type userBody struct {
 	Name   string `json:"name"`
 	Passwd string `json:"passwd"`
 	Role   string `json:"role"`
+	// RevokeTokens, with a new passwd (PATCH), revokes every API token
+	// of the user too: after a compromise the password alone is not
+	// enough, and tokens are meant to survive a routine change.
+	RevokeTokens bool `json:"revoke_tokens"`
+}
+
+// checkNewPasswd validates a password about to be set (not empty, at most
+// bcrypt's 72 bytes), naming the limit.
+func checkNewPasswd(param, passwd string) error {
+	err := auth.ValidNewPasswd(passwd)
+	if errors.Is(err, auth.ErrPasswdTooLong) {
+		return passwdTooLong(param)
+	}
+	if err != nil {
+		return BadParam(param, err.Error())
+	}
+	return nil
+}
+
+func passwdTooLong(param string) *Error {
+	return BadParam(param, fmt.Sprintf("longer than %d bytes, the most a bcrypt hash keeps", auth.MaxNewPasswdLen))
+}
+
+// usersFileError answers a failed edit of the users file: a password
+// that cannot be hashed is the caller's (400), a file that cannot be
+// written the device's.
+func usersFileError(err error) error {
+	if errors.Is(err, auth.ErrPasswdTooLong) {
+		return passwdTooLong("passwd")
+	}
+	return tokensFileError(err)
 }
 
 func readUserBody(r *http.Request) (userBody, auth.Role, error) {
@@ -52,8 +84,10 @@ func readUserBody(r *http.Request) (userBody, auth.Role, error) {
 		return b, 0, err
 	}
 	b.Name = name
-	if err := checkPasswd("passwd", b.Passwd); err != nil {
-		return b, 0, err
+	if b.Passwd != "" {
+		if err := checkNewPasswd("passwd", b.Passwd); err != nil {
+			return b, 0, err
+		}
 	}
 	var role auth.Role
 	if b.Role != "" {
@@ -75,6 +109,9 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request) error {
 	if b.Passwd == "" {
 		return BadParam("passwd", "a new user needs a password")
 	}
+	if b.RevokeTokens {
+		return BadParam("revoke_tokens", "a new user has no tokens")
+	}
 	if role == auth.RoleNone {
 		role = auth.RoleViewer
 	}
@@ -83,7 +120,7 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request) error {
 		return BadParam("name", "the user exists")
 	}
 	if err != nil {
-		return tokensFileError(err)
+		return usersFileError(err)
 	}
 	s.auditUser(r, "user added", b.Name, "role", role.String())
 	writeBody(w, http.StatusOK, okEmpty)
@@ -91,8 +128,9 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request) error {
 }
 
 // setUser answers PATCH /api/auth/users (admin): a new password (its
-// sessions end), a new role, or both. An admin cannot change its own
-// role: the last admin must not lock everyone out by a slip.
+// sessions end; with revoke_tokens its API tokens are revoked too), a new
+// role, or both. An admin cannot change its own role: the last admin must
+// not lock everyone out by a slip.
 func (s *Server) setUser(w http.ResponseWriter, r *http.Request) error {
 	id := IdentityFrom(r.Context())
 	b, role, err := readUserBody(r)
@@ -102,21 +140,55 @@ func (s *Server) setUser(w http.ResponseWriter, r *http.Request) error {
 	if b.Passwd == "" && role == auth.RoleNone {
 		return BadParam("passwd", "give a new passwd, a role, or both")
 	}
+	if b.RevokeTokens && b.Passwd == "" {
+		return BadParam("revoke_tokens", "goes with a new passwd; revoke tokens one by one with DELETE /api/auth/tokens")
+	}
+	if b.RevokeTokens && s.cfg.Tokens == nil {
+		return BadParam("revoke_tokens", "this server does not manage API tokens; use kvmd user set --revoke-tokens")
+	}
 	if role != auth.RoleNone && b.Name == id.User && role != auth.RoleAdmin {
 		return BadParam("role", "you cannot take the admin role from yourself")
+	}
+	revoked := 0
+	if b.RevokeTokens {
+		// The tokens go first: should the password write then fail, the
+		// user has lost its tokens (fail closed), never kept them
+		// under a new password.
+		if revoked, err = s.revokeTokens(r, id, b.Name); err != nil {
+			return err
+		}
 	}
 	err = s.cfg.Users.Set(b.Name, b.Passwd, role, false)
 	if errors.Is(err, usersfile.ErrNoUser) {
 		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
 	}
 	if err != nil {
-		return tokensFileError(err)
+		return usersFileError(err)
 	}
-	if b.Passwd != "" {
-		s.auditUser(r, "password reset", b.Name)
+	if b.Passwd == "" {
+		writeBody(w, http.StatusOK, okEmpty)
+		return nil
 	}
-	writeBody(w, http.StatusOK, okEmpty)
-	return nil
+	s.auditUser(r, "password reset", b.Name)
+	return WriteJSON(w, map[string]int{"tokens_revoked": revoked})
+}
+
+// revokeTokens revokes every API token of user, each logged as revoked by
+// the caller, and returns how many.
+func (s *Server) revokeTokens(r *http.Request, id Identity, user string) (int, error) {
+	n := 0
+	for _, t := range s.cfg.Tokens.List(user) {
+		err := s.cfg.Tokens.Delete(user, t.Name, s.actor(r, id))
+		if errors.Is(err, auth.ErrNoToken) {
+			continue // revoked meanwhile
+		}
+		if err != nil {
+			return n, tokensFileError(err)
+		}
+		n++
+	}
+	s.auditUser(r, "tokens revoked", user, "count", n)
+	return n, nil
 }
 
 // delUser answers DELETE /api/auth/users?name=NAME (admin): the user, its

@@ -19,6 +19,7 @@ import (
 
 const userUsage = "usage: kvmd user list --users FILE\n" +
 	"       kvmd user add|set NAME --users FILE [--role admin|operator|viewer]\n" +
+	"       kvmd user set NAME --revoke-tokens --users FILE [--role admin|operator|viewer]\n" +
 	"       kvmd user del NAME --users FILE"
 
 // userCmd runs "kvmd user list|add|set|del NAME --users FILE". add refuses
@@ -33,6 +34,7 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	path := fset.String("users", "", "the users `FILE` (htpasswd format)")
 	roleName := fset.String("role", "", "the user's `ROLE`: admin, operator or viewer (add, set; kept in FILE.roles)")
+	revoke := fset.Bool("revoke-tokens", false, "also revoke every API token of the user (set: with a new password, always asked)")
 	names, err := parseInterleaved(fset, args[1:])
 	if err != nil {
 		return err
@@ -65,6 +67,10 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if *revoke && action != "set" {
+		return fmt.Errorf("user %s: --revoke-tokens is for set\n%s", action, userUsage)
+	}
+
 	if action == "del" {
 		err := usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
 			if !f.Delete(name) {
@@ -78,7 +84,7 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return usersfile.Forget(*path, name)
 	}
 
-	if action == "set" && role != auth.RoleNone {
+	if action == "set" && role != auth.RoleNone && !*revoke {
 		// set --role of an existing user changes the role only.
 		if exists, err := hasUser(*path, name); err != nil {
 			return err
@@ -109,6 +115,16 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("user %s: %w", action, err)
 	}
+	if *revoke {
+		// The tokens go first: should the password write then fail, the
+		// user has lost its tokens (fail closed), never kept them under
+		// a new password.
+		n, err := revokeTokens(*path, name)
+		if err != nil {
+			return fmt.Errorf("user %s: revoking API tokens: %w", action, err)
+		}
+		fmt.Fprintf(stderr, "kvmd: %d API tokens of %s revoked\n", n, name)
+	}
 	err = usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
 		if _, ok := f.Lookup(name); ok && action == "add" {
 			return errUserExists(name, *path)
@@ -121,6 +137,28 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	return usersfile.SetRole(*path, name, role, stderr)
 }
+
+// revokeTokens removes every API token of user from the tokens file next
+// to the users file, in one write, and returns how many.
+func revokeTokens(usersPath, user string) (int, error) {
+	tp := auth.TokensPath(usersPath)
+	if _, err := os.Stat(tp); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	n := 0
+	err := auth.UpdateTokens(tp, func(f *auth.TokensFile) error {
+		if n = f.DeleteUser(user); n == 0 {
+			return errNoTokens
+		}
+		return nil
+	})
+	if errors.Is(err, errNoTokens) {
+		return 0, nil
+	}
+	return n, err
+}
+
+var errNoTokens = errors.New("no tokens")
 
 func errUserExists(name, path string) error {
 	return fmt.Errorf("user add: user %q already exists in %s (use \"kvmd user set\" to change the password)", name, path)
