@@ -57,8 +57,8 @@ type Demo struct {
 	// (2FA off) in the demo's directory, so that a newcomer can turn 2FA
 	// on and off from the web UI.
 	TOTPSecret string
-	V4L2                          hw.V4L2
-	Mailbox                       hw.Mailbox
+	V4L2       hw.V4L2
+	Mailbox    hw.Mailbox
 	// Journal is the demo journal, nil when it could not be started (then
 	// /api/log answers 503 saying why).
 	Journal *demojournal.Journal
