@@ -59,6 +59,10 @@ func (b *Bundle) probes() []probe {
 // files.
 func (b *Bundle) live() bool { return b.cfg.FS.Root() == "/" }
 
+// errIsDir is readFile's answer for a directory, which a glob of files
+// may match; files leaves it out.
+var errIsDir = errors.New("is a directory")
+
 // readFile reads a file below the root, at most max bytes. It opens
 // without blocking, so that a FIFO or a device never hangs the probe on
 // open, and gives up reading at ctx's deadline where the file allows one.
@@ -69,7 +73,7 @@ func (b *Bundle) readFile(ctx context.Context, rel string, max int) ([]byte, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("%s is a directory", rel)
+		return nil, fmt.Errorf("%s: %w", rel, errIsDir)
 	}
 	if d, ok := ctx.Deadline(); ok {
 		f.SetReadDeadline(d)
@@ -105,7 +109,7 @@ func (b *Bundle) files(ctx context.Context, w *bytes.Buffer, patterns ...string)
 					fmt.Fprintf(w, "/%s: (unavailable: %v)\n", n, errors.Unwrap(err))
 					continue
 				}
-				if !hw.Absent(err) && !strings.Contains(err.Error(), "is a directory") {
+				if !hw.Absent(err) && !errors.Is(err, errIsDir) && !errors.Is(err, syscall.EISDIR) {
 					fmt.Fprintf(w, "/%s: error: %v\n", n, err)
 					errs = append(errs, err)
 				}
