@@ -62,8 +62,9 @@ func msdUnsupported(*Server, http.ResponseWriter, *http.Request) error {
 }
 
 // errNoStreamer answers the streamer operations of Devices without a
-// Streamer.
-var errNoStreamer = &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError",
+// Streamer. That is a known state, not a fault (Expected): a viewer asking
+// in a loop gets no error line each.
+var errNoStreamer = &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Expected: true,
 	Msg: "No streamer runs under this daemon: snapshots, streams and stream parameters are not available"}
 
 // deviceState answers GET of a subsystem's state, as its event carries it.

@@ -14,7 +14,7 @@ import (
 // streamer, the logger that also writes to the demo journal, and what
 // undoes it.
 func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, error) {
-	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TLS: cfg.TLSCert != ""}
+	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TOTPSecret: cfg.TOTPSecret, TLS: cfg.TLSCert != ""}
 	if cfg.Root != "/" {
 		o.Root = cfg.Root
 	}
@@ -28,6 +28,6 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, erro
 	if err != nil {
 		return demoParts{}, err
 	}
-	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir = d.Users, d.Root, d.Meta, d.JournalDir
+	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
 	return demoParts{v4l2: d.V4L2, mailbox: d.Mailbox, log: d.Log(log), streamer: d.Streamer, stop: d.Close}, nil
 }
