@@ -19,8 +19,8 @@ type Program struct {
 	// (Buildroot 2026.02).
 	Version      string
 	Major, Minor int
-	// Features are the build options --features lists with a "+":
-	// WITH_SETPROCTITLE, HAS_PDEATHSIG, WITH_GPIO, ...
+	// Features are the build options --features lists, on ("+") or off
+	// ("-"): WITH_SETPROCTITLE, HAS_PDEATHSIG, WITH_GPIO, ...
 	Features map[string]bool
 }
 
@@ -41,8 +41,11 @@ func parseProgram(version, features string) (Program, error) {
 	}
 	sc := bufio.NewScanner(strings.NewReader(features))
 	for sc.Scan() {
-		if name, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "+ "); ok {
+		line := strings.TrimSpace(sc.Text())
+		if name, ok := strings.CutPrefix(line, "+ "); ok {
 			p.Features[strings.TrimSpace(name)] = true
+		} else if name, ok := strings.CutPrefix(line, "- "); ok {
+			p.Features[strings.TrimSpace(name)] = false
 		}
 	}
 	return p, nil

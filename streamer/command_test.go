@@ -20,7 +20,8 @@ func TestParseProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Program{Version: "4.9", Major: 4, Minor: 9, Features: map[string]bool{"WITH_PTHREAD_NP": true, "WITH_SETPROCTITLE": true, "HAS_PDEATHSIG": true}}
+	want := Program{Version: "4.9", Major: 4, Minor: 9, Features: map[string]bool{"WITH_OMX": false, "WITH_GPIO": false,
+		"WITH_PTHREAD_NP": true, "WITH_SETPROCTITLE": true, "HAS_PDEATHSIG": true}}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got %+v, want %+v", p, want)
 	}

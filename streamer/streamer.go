@@ -489,7 +489,9 @@ func featureList(f map[string]bool) string {
 	var names []string
 	for k, on := range f {
 		if on {
-			names = append(names, k)
+			names = append(names, "+"+k)
+		} else {
+			names = append(names, "-"+k)
 		}
 	}
 	slices.Sort(names)

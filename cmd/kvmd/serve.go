@@ -81,9 +81,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if a.External, err = external(cfg, users, authLog); err != nil {
 		return err
 	}
+	if launcher == nil {
+		launcher = streamer.Exec{Path: cfg.Streamer}
+	}
 	src := info.New(info.Config{
 		FS: hw.New(cfg.Root), V4L2: v4l2, Mailbox: mailbox, MetaPath: cfg.Meta, ExtrasDir: cfg.Extras,
 		Version: version, TwoFactor: a.TwoFactor, Log: log.With("component", "info"),
+		Streamer: streamerProgram(ctx, cfg.Streamer, launcher),
 	})
 	log.Info("board", "root", cfg.Root, "board", src.Profile().Board)
 	proxies, err := cfg.trustedProxies()

@@ -68,6 +68,19 @@ func streamerDir(dir string) (string, func(), error) {
 	return tmp, func() { os.RemoveAll(tmp) }, nil
 }
 
+// streamerProgram tells /api/info's system.streamer what the streamer
+// program is, as kvmd does: its name, --version and --features; empty
+// values when it cannot be asked (not installed).
+func streamerProgram(ctx context.Context, path string, l streamer.Launcher) func() (string, string, map[string]bool) {
+	return func() (string, string, map[string]bool) {
+		p, err := l.Probe(ctx)
+		if err != nil {
+			return "", "", nil
+		}
+		return filepath.Base(path), p.Version, p.Features
+	}
+}
+
 // startStreamer makes the video streamer and runs it until ctx ends or the
 // returned stop is called: ustreamer (--streamer) on the capture device
 // found below --root, or launcher (the demo's generated picture). The
@@ -76,9 +89,6 @@ func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher s
 	dir, cleanup, err := streamerDir(cfg.StreamerDir)
 	if err != nil {
 		return nil, err
-	}
-	if launcher == nil {
-		launcher = streamer.Exec{Path: cfg.Streamer}
 	}
 	fsys := hw.New(cfg.Root)
 	st := streamer.New(streamer.Config{

@@ -124,6 +124,11 @@ func TestServeStreamer(t *testing.T) {
 		t.Errorf("/api/streamer: %s", body)
 	}
 	d.stderr.wait(t, `streamer started.*--device=/dev/video0 --persistent --dv-timings --format=UYVY`)
+	// kvmd's system.streamer: the program, as --version and --features say.
+	if _, body := getAs(t, addr, "/api/info?fields=system", "pw"); !strings.Contains(string(body), `"streamer":{"app":"ustreamer","version":"4.`) ||
+		!strings.Contains(string(body), `"HAS_PDEATHSIG":true`) {
+		t.Errorf("system.streamer: %s", body)
+	}
 	d.stderr.wait(t, `stopping the streamer.*why="no clients"`)
 	if err := d.stop(t); err != nil {
 		t.Errorf("stop: %v", err)
