@@ -106,6 +106,19 @@ func (s *system) streamerState(t *testing.T) streamerState {
 	return st
 }
 
+// cpuTicks is utime+stime of pid in the guest, in clock ticks (1/100 s).
+func (s *system) cpuTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	st := s.m.shell.must(t, fmt.Sprintf("cat /proc/%d/stat", pid))
+	f := strings.Fields(st[strings.LastIndexByte(st, ')')+2:])
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	k, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, st)
+	}
+	return u + k
+}
+
 // waitState polls /api/streamer until ok says yes.
 func (s *system) waitState(t *testing.T, what string, d time.Duration, ok func(streamerState) bool) streamerState {
 	t.Helper()
@@ -207,6 +220,14 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 		t.Fatalf("ustreamer runs without a client: %v", p)
 	}
 	kvmdPID := s.mainPID(t)
+	// vivid at 640x480p59.94 (dv_timings_signal_mode 4: the timings of
+	// the dv_timings menu, whose first is that): under emulation
+	// ustreamer's CPU encoder makes a few frames a second of its default
+	// 1280x720, too few to tell rates apart.
+	sh.must(t, "v4l2-ctl -d /dev/video0 -c dv_timings=0 -c dv_timings_signal_mode=4")
+	idle0 := s.cpuTicks(t, kvmdPID)
+	time.Sleep(4 * time.Second)
+	t.Logf("the daemon idle, no streamer: %d ticks in 4 s", s.cpuTicks(t, kvmdPID)-idle0)
 
 	// A stream request with the streamer stopped: it starts, and the
 	// first frame comes through the daemon (root over the unix socket).
@@ -257,19 +278,35 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 	}
 
 	// The rate through the daemon against ustreamer's own socket, in
-	// alternating rounds, and the daemon's CPU a frame.
-	const roundSecs = 4
-	for range 3 {
-		d := s.rate(t, ustreamerSock, "/stream", roundSecs, 0)
-		p := s.rate(t, daemonSock, "/streamer/stream", roundSecs, kvmdPID)
+	// paired rounds (which goes first alternates), and the daemon's CPU a
+	// frame relayed: its CPU time while relaying less its CPU time in the
+	// same length of time while the client reads ustreamer directly (the
+	// WebSocket client's events, the state poll, the hardware readings).
+	const roundSecs = 5
+	for i := range 4 {
+		var d, p streamRate
+		if i%2 == 0 {
+			d = s.rate(t, ustreamerSock, "/stream", roundSecs, kvmdPID)
+			p = s.rate(t, daemonSock, "/streamer/stream", roundSecs, kvmdPID)
+		} else {
+			sh.must(t, "top -b -d 3 -n 2 -w 200 > /run/kvmd-top.log 2>&1 &")
+			p = s.rate(t, daemonSock, "/streamer/stream", roundSecs, kvmdPID)
+			d = s.rate(t, ustreamerSock, "/stream", roundSecs, kvmdPID)
+			if i == 1 {
+				top, _ := sh.run(t, "sed -n '/^top -/,$p' /run/kvmd-top.log | tail -n +1 | awk 'NR>1 && /^top -/{p=1} p' | head -20")
+				t.Logf("top during a round through the daemon:\n%s", top)
+			}
+		}
 		f.direct = append(f.direct, d.FPS)
 		f.daemon = append(f.daemon, p.FPS)
 		f.ratios = append(f.ratios, p.FPS/d.FPS)
 		if p.Frames > 0 {
-			f.cpuPerFrame = append(f.cpuPerFrame, float64(p.CPUTicks)*10/float64(p.Frames)) // 100 ticks a second
+			// Ticks are 1/100 s; the direct round's scaled to the relay's length.
+			relay := float64(p.CPUTicks) - float64(d.CPUTicks)*p.Seconds/d.Seconds
+			f.cpuPerFrame = append(f.cpuPerFrame, relay*10/float64(p.Frames))
 		}
-		t.Logf("round: direct %.1f fps (%d B/frame), through the daemon %.1f fps, daemon CPU %d ticks for %d frames",
-			d.FPS, d.BytesPerFrame, p.FPS, p.CPUTicks, p.Frames)
+		t.Logf("round: direct %.2f fps (%d B a frame; daemon CPU %d ticks), through the daemon %.2f fps (daemon CPU %d ticks for %d frames)",
+			d.FPS, d.BytesPerFrame, d.CPUTicks, p.FPS, p.CPUTicks, p.Frames)
 	}
 	ratio := median(f.ratios)
 	t.Logf("stream: %.1f fps direct, %.1f through the daemon (median ratio %.3f), daemon CPU %.2f ms a frame",
@@ -296,7 +333,7 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 	})
 	slow := s.rate(t, daemonSock, "/streamer/stream", roundSecs, 0)
 	t.Logf("at desired_fps 5, quality 30: %.1f fps, %d B a frame (quality 80: %.1f fps, %d B)", slow.FPS, slow.BytesPerFrame, q80.FPS, q80.BytesPerFrame)
-	if slow.FPS > 6.5 {
+	if slow.FPS > 5.5 {
 		t.Errorf("at desired_fps 5 the stream delivers %.1f fps", slow.FPS)
 	}
 	if slow.BytesPerFrame >= q80.BytesPerFrame*9/10 {
@@ -344,7 +381,7 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 	wc := s.webcheck(t, "console", "-url", s.c.base, "-passwd", s.passwd, "-overlay", "No signal",
 		"-out", s.shotPath("console-no-signal.png"))
 	t.Logf("the console without a signal: %v", wc)
-	sh.must(t, "v4l2-ctl -d /dev/video0 -c dv_timings_signal_mode=0")
+	sh.must(t, "v4l2-ctl -d /dev/video0 -c dv_timings_signal_mode=4")
 	s.waitState(t, "the signal back", 60*time.Second, func(st streamerState) bool {
 		return st.Capture != nil && st.Capture.Status == "ok" && st.Streamer != nil && st.Streamer.Source.Online
 	})
