@@ -3,6 +3,7 @@ package streamer
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"kvmd/hw"
@@ -120,4 +121,32 @@ func TestParamsJSON(t *testing.T) {
 			t.Errorf("%s limits %v, want %v", tt.kind, got, tt.limits)
 		}
 	}
+}
+
+// FuzzApply: any set_params values give new params within the limits or
+// a typed error with the params unchanged, never a panic.
+func FuzzApply(f *testing.F) {
+	for _, s := range []string{"80", "0x10", " 5 ", "-1", "1280x720", "0x600", "x", "99999999999999999999", "1x2x3"} {
+		f.Add(s, s, s)
+	}
+	base := Params{Quality: 80, DesiredFPS: 30, Resolution: "1920x1080"}
+	lim := Limits{DesiredFPSMin: 0, DesiredFPSMax: 90, Resolutions: DongleResolutions}
+	f.Fuzz(func(t *testing.T, q, fps, res string) {
+		for _, kind := range []string{hw.CaptureCSI, hw.CaptureUSB} {
+			p, err := base.apply(Change{"quality": q, "desired_fps": fps, "resolution": res}, FeaturesOf(kind), lim)
+			if err != nil {
+				var pe *ParamError
+				if !errors.As(err, &pe) && !errors.Is(err, ErrQualityNotSupported) && !errors.Is(err, ErrResolutionNotSupported) {
+					t.Fatalf("untyped error %v", err)
+				}
+				continue
+			}
+			if p.Quality < 1 || p.Quality > 100 || p.DesiredFPS < lim.DesiredFPSMin || p.DesiredFPS > lim.DesiredFPSMax {
+				t.Fatalf("params out of range: %+v", p)
+			}
+			if !slices.Contains(lim.Resolutions, p.Resolution) {
+				t.Fatalf("resolution %q not offered", p.Resolution)
+			}
+		}
+	})
 }
