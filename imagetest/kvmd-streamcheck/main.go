@@ -3,6 +3,7 @@
 // directory), where the streamer's own socket is:
 //
 //	kvmd-streamcheck rate SOCKET PATH SECONDS [PID]
+//	kvmd-streamcheck pair SOCKET PATH SOCKET2 PATH2 SECONDS
 //	kvmd-streamcheck stall SOCKET PATH SECONDS
 //
 // rate GETs PATH over the unix socket SOCKET (ustreamer's, or the
@@ -11,6 +12,10 @@
 // object: the time from the request to the first whole frame, the frames
 // and their mean size, and, with PID, the CPU time that process used over
 // the count (utime and stime of /proc/PID/stat, in clock ticks).
+//
+// pair reads two streams at once for SECONDS (ustreamer's own and the
+// daemon's, say): both clients share the machine as it is at that time,
+// so their rates compare. It prints a JSON array of the two reports.
 //
 // stall opens the stream, reads its headers and then nothing for SECONDS:
 // a client that stopped reading.
@@ -37,22 +42,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: kvmd-streamcheck rate|stall SOCKET PATH SECONDS [PID]")
 		os.Exit(2)
 	}
-	secs, err := strconv.ParseFloat(os.Args[4], 64)
-	if err != nil {
-		fail(err)
+	seconds := func(arg string) time.Duration {
+		secs, err := strconv.ParseFloat(arg, 64)
+		if err != nil {
+			fail(err)
+		}
+		return time.Duration(secs * float64(time.Second))
 	}
-	d := time.Duration(secs * float64(time.Second))
 	switch os.Args[1] {
 	case "rate":
 		pid := 0
 		if len(os.Args) > 5 {
 			pid, _ = strconv.Atoi(os.Args[5])
 		}
-		if err := rate(os.Args[2], os.Args[3], d, pid); err != nil {
+		if err := rate(os.Args[2], os.Args[3], seconds(os.Args[4]), pid); err != nil {
+			fail(err)
+		}
+	case "pair":
+		if len(os.Args) < 7 {
+			fail(fmt.Errorf("pair needs SOCKET PATH SOCKET2 PATH2 SECONDS"))
+		}
+		if err := pair(os.Args[2], os.Args[3], os.Args[4], os.Args[5], seconds(os.Args[6])); err != nil {
 			fail(err)
 		}
 	case "stall":
-		if err := stall(os.Args[2], os.Args[3], d); err != nil {
+		if err := stall(os.Args[2], os.Args[3], seconds(os.Args[4])); err != nil {
 			fail(err)
 		}
 	default:
@@ -112,17 +126,48 @@ type report struct {
 }
 
 func rate(sock, path string, d time.Duration, pid int) error {
+	r, err := measure(sock, path, d, pid)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+func pair(sock1, path1, sock2, path2 string, d time.Duration) error {
+	type result struct {
+		r   report
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		r, err := measure(sock2, path2, d, 0)
+		c <- result{r, err}
+	}()
+	r1, err := measure(sock1, path1, d, 0)
+	r2 := <-c
+	if err != nil {
+		return err
+	}
+	if r2.err != nil {
+		return r2.err
+	}
+	return json.NewEncoder(os.Stdout).Encode([]report{r1, r2.r})
+}
+
+// measure opens the stream and counts its frames for d after the first.
+func measure(sock, path string, d time.Duration, pid int) (report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+2*time.Minute)
 	defer cancel()
 	start := time.Now()
+	var r report
 	resp, err := open(ctx, sock, path)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer resp.Body.Close()
 	_, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err != nil || params["boundary"] == "" {
-		return fmt.Errorf("not a multipart stream: %q", resp.Header.Get("Content-Type"))
+		return r, fmt.Errorf("not a multipart stream: %q", resp.Header.Get("Content-Type"))
 	}
 	mr := multipart.NewReader(bufio.NewReaderSize(resp.Body, 256<<10), params["boundary"])
 	frame := func() (int64, error) {
@@ -133,14 +178,13 @@ func rate(sock, path string, d time.Duration, pid int) error {
 		return io.Copy(io.Discard, p)
 	}
 	if _, err := frame(); err != nil {
-		return err
+		return r, err
 	}
-	var r report
 	r.FirstMS = float64(time.Since(start).Microseconds()) / 1000
 	var t0 int64
 	if pid > 0 {
 		if t0, err = cpuTicks(pid); err != nil {
-			return err
+			return r, err
 		}
 	}
 	counted := time.Now()
@@ -148,7 +192,7 @@ func rate(sock, path string, d time.Duration, pid int) error {
 	for time.Since(counted) < d {
 		n, err := frame()
 		if err != nil {
-			return fmt.Errorf("after %d frames: %w", r.Frames, err)
+			return r, fmt.Errorf("after %d frames: %w", r.Frames, err)
 		}
 		bytes += n
 		r.Frames++
@@ -157,7 +201,7 @@ func rate(sock, path string, d time.Duration, pid int) error {
 	if pid > 0 {
 		t1, err := cpuTicks(pid)
 		if err != nil {
-			return err
+			return r, err
 		}
 		r.CPUTicks = t1 - t0
 	}
@@ -165,7 +209,7 @@ func rate(sock, path string, d time.Duration, pid int) error {
 	if r.Frames > 0 {
 		r.BytesPerFrame = bytes / int64(r.Frames)
 	}
-	return json.NewEncoder(os.Stdout).Encode(r)
+	return r, nil
 }
 
 func stall(sock, path string, d time.Duration) error {

@@ -255,8 +255,13 @@ func pikvm(ctx context.Context, res *result, url, user, passwd, out string) erro
 	if err := chromedp.Run(bctx, chromedp.Navigate(url+"/kvm/")); err != nil {
 		return err
 	}
+	// The page shows the stream undimmed once it found its own client in
+	// the streamer state (by the stream_client cookie): its window's title
+	// then names the mode and the resolution.
 	if err := poll(bctx, "PiKVM's stream", `(() => { const i = document.getElementById('stream-image');
-		return !!i && i.naturalWidth > 100 && !i.src.includes('blank-stream'); })()`); err != nil {
+		const title = (document.querySelector('#stream-window-header .window-grab') || {}).textContent || '';
+		return !!i && i.naturalWidth > 100 && !i.src.includes('blank-stream') && title.startsWith('HTTP MJPEG - ') &&
+			!title.includes('No video'); })()`); err != nil {
 		var src string
 		chromedp.Run(bctx, chromedp.Evaluate(`(document.getElementById('stream-image')||{}).src||''`, &src))
 		return fmt.Errorf("%w (the image's src %q)", err, src)
