@@ -146,6 +146,7 @@ type Authenticator struct {
 	counts      counters
 	unavailable logLimit
 	failures    failLog
+	recent      recentFailures // for FailuresSince
 }
 
 // New wires an Authenticator: the users file's changes end the sessions of
@@ -187,6 +188,7 @@ func (a *Authenticator) fail(user string, m Method, addr netip.Addr, reason stri
 	wait := a.Limiter.Failure(addr, now)
 	a.logFailure(user, m, addr, reason, wait, extra...)
 	a.counts.add(m, ResultFailed)
+	a.recent.add(now)
 	return ErrForbidden
 }
 
@@ -203,7 +205,7 @@ func (a *Authenticator) logFailure(user string, m Method, addr netip.Addr, reaso
 	if wait == 0 && !a.failures.allow(a.Log, every, user, m, addr, reason) {
 		return
 	}
-	args := []any{"user", user, "method", string(m), "addr", addrString(addr), "reason", reason}
+	args := []any{"user", LogName(user), "method", string(m), "addr", addrString(addr), "reason", reason}
 	if wait > 0 {
 		args = append(args, "blocked", wait.Round(time.Second).String())
 	}
@@ -402,6 +404,7 @@ func (a *Authenticator) Session(token string, addr netip.Addr) (Principal, error
 	if ss == nil {
 		a.logFailure("-", MethodCookie, addr, "unknown or expired session", 0)
 		a.counts.add(MethodCookie, ResultFailed)
+		a.recent.add(now)
 		return Principal{}, ErrForbidden
 	}
 	a.counts.add(MethodCookie, ResultOK)

@@ -22,7 +22,8 @@ func xhdr(user, passwd string) map[string]string {
 	return map[string]string{"X-KVMD-User": user, "X-KVMD-Passwd": passwd}
 }
 
-// TestAuthRows walks the rows of API.md section 2, in its order.
+// TestAuthRows walks the credentials of docs/api.md, "Authentication", in
+// its order.
 func TestAuthRows(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	token := e.login("admin", "admin-pass")

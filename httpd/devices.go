@@ -53,9 +53,10 @@ func msdUnsupported(*Server, http.ResponseWriter, *http.Request) error {
 }
 
 // streamerUnsupported answers the streamer operations: no streamer runs
-// under this daemon.
+// under this daemon. That is a known state, not a fault (Expected): a
+// viewer asking in a loop gets no error line each.
 func streamerUnsupported(*Server, http.ResponseWriter, *http.Request) error {
-	return &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError",
+	return &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Expected: true,
 		Msg: "No streamer runs under this daemon: snapshots, OCR and stream parameters are not available"}
 }
 

@@ -48,16 +48,9 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The stream ends when the client goes away or the server shuts down.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// The stream ends when the client goes away or the server shuts down
+	// (r's context derives from the server's BaseContext).
+	ctx := r.Context()
 
 	lw := &logWriter{w: w, rc: http.NewResponseController(w)}
 	err = s.cfg.LogSource.WriteLog(ctx, lw, seek, follow)

@@ -21,7 +21,7 @@ import (
 // New refuses a table with two rows for one method and path under any one
 // Config (ErrDuplicateRoute); testdata/routes.golden pins the role, token
 // and peer permission of every row (TestRouteTableGolden), and the role
-// tables of README.md and docs/security.md are generated from it
+// tables of docs/security.md are generated from it
 // (TestDocsRouteTables). GET rows answer HEAD too.
 var routeTable = []route{
 	// Sessions and passwords.
@@ -40,10 +40,11 @@ var routeTable = []route{
 	{"POST", "/auth/users", auth.RoleAdmin, noToken, withUsers, (*Server).addUser},
 	{"PATCH", "/auth/users", auth.RoleAdmin, noToken, withUsers, (*Server).setUser},
 	{"DELETE", "/auth/users", auth.RoleAdmin, noToken, withUsers, (*Server).delUser},
-	{"GET", "/auth/totp", auth.RoleAdmin, anyCred, withTwoFactor, (*Server).totpState},
-	{"POST", "/auth/totp/begin", auth.RoleAdmin, noToken, withTwoFactor, (*Server).totpBegin},
-	{"POST", "/auth/totp/confirm", auth.RoleAdmin, noToken, withTwoFactor, (*Server).totpConfirm},
-	{"DELETE", "/auth/totp", auth.RoleAdmin, noToken, withTwoFactor, (*Server).totpDisable},
+	// 2FA: without --totp-secret they say what to configure (twofactor.go).
+	{"GET", "/auth/totp", auth.RoleAdmin, anyCred, always, (*Server).totpState},
+	{"POST", "/auth/totp/begin", auth.RoleAdmin, noToken, always, (*Server).totpBegin},
+	{"POST", "/auth/totp/confirm", auth.RoleAdmin, noToken, always, (*Server).totpConfirm},
+	{"DELETE", "/auth/totp", auth.RoleAdmin, noToken, always, (*Server).totpDisable},
 
 	// The daemon itself.
 	{"GET", "/info", auth.RoleViewer, anyCred, withInfo, (*Server).info},
@@ -129,7 +130,6 @@ const always feature = 0
 const (
 	withTokens      feature = 1 << iota // Config.Tokens
 	withUsers                           // Config.Users
-	withTwoFactor                       // Config.TwoFactor
 	withInfo                            // Config.Info
 	withMetricsAuth                     // Config.Metrics, MetricsOpen false
 	withMetricsOpen                     // Config.Metrics, MetricsOpen true
@@ -146,7 +146,6 @@ var features = []struct {
 	{always, "always", "always"},
 	{withTokens, "Tokens", "always"},
 	{withUsers, "Users", "always"},
-	{withTwoFactor, "TwoFactor", "with `--totp-secret`"},
 	{withInfo, "Info", "always"},
 	{withMetricsAuth, "Metrics&&!MetricsOpen", "with `metrics-auth: true`, the default"},
 	{withMetricsOpen, "Metrics&&MetricsOpen", "with `metrics-auth: false`"},
@@ -173,7 +172,6 @@ func (c *Config) features() feature {
 	}
 	set(c.Tokens != nil, withTokens)
 	set(c.Users != nil, withUsers)
-	set(c.TwoFactor != nil, withTwoFactor)
 	set(c.Info != nil, withInfo)
 	set(c.Metrics != nil && !c.MetricsOpen, withMetricsAuth)
 	set(c.Metrics != nil && c.MetricsOpen, withMetricsOpen)

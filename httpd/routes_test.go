@@ -33,7 +33,7 @@ func (s *Server) handle(method, path string, role auth.Role, h HandlerFunc) {
 
 // allFeatures is every feature that can be on at once: metrics are either
 // open or not.
-const allFeatures = withTokens | withUsers | withTwoFactor | withInfo | withMetricsAuth | withDevices | withDiagnostics
+const allFeatures = withTokens | withUsers | withInfo | withMetricsAuth | withDevices | withDiagnostics
 
 // TestRouteTableGolden pins who may call what: the role, token and peer
 // permission and the condition of every row of the route table. Lowering a
@@ -109,7 +109,7 @@ func goldenRoutes() string {
 // path under every Config; New refuses a duplicate, and a row it cannot
 // serve, instead of letting the later one win.
 func TestRouteTableDuplicates(t *testing.T) {
-	bits := []feature{withTokens, withUsers, withTwoFactor, withInfo, withMetricsAuth, withMetricsOpen, withDevices, withDiagnostics}
+	bits := []feature{withTokens, withUsers, withInfo, withMetricsAuth, withMetricsOpen, withDevices, withDiagnostics}
 	for n := range 1 << len(bits) {
 		var have feature
 		for i, b := range bits {
@@ -253,7 +253,7 @@ func docRoleTable() string {
 	var noToken, noPeer []string
 	for _, rt := range sortedTable() {
 		name := "`" + rt.method + " /api" + rt.path + "`"
-		if rt.when == withMetricsAuth || rt.when == withMetricsOpen || rt.when == withTwoFactor {
+		if rt.when == withMetricsAuth || rt.when == withMetricsOpen {
 			name += " (" + featureServe(rt.when) + ")"
 		}
 		byRole[rt.role] = append(byRole[rt.role], name)

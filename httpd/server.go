@@ -86,8 +86,15 @@ type Server struct {
 	routes   map[string]*pathRoutes
 	ui       map[string]*uiFile
 	diagBusy chan struct{}
+	refusals refusals
 	done     chan struct{}
-	doneOnce sync.Once
+	// base is every request's parent context (http.Server.BaseContext):
+	// shutdown cancels it right after closing done, which ends the
+	// streams (log follows, WebSockets, bundles) without a goroutine per
+	// request watching done.
+	base       context.Context
+	cancelBase context.CancelFunc
+	doneOnce   sync.Once
 }
 
 // New returns a Server serving the routes of the route table (routes.go)
@@ -117,6 +124,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, routes: map[string]*pathRoutes{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy)
+	s.refusals = refusals{log: cfg.Log, now: time.Now}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
 	if err := s.addRoutes(routeTable, cfg.features()); err != nil {
 		return nil, err
 	}
@@ -160,18 +169,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var id Identity
 	if err := s.serve(rec, r, &id); err != nil {
 		e := asError(err)
-		if e.Status >= 500 && !e.logged {
-			s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		switch {
+		case e.logged:
+		case errors.Is(err, context.Canceled) && s.base.Err() != nil:
+			// Cut by the shutdown, which is logged once.
+		case expected(e):
+			s.refusals.note(r, e)
+		default:
+			s.cfg.Log.Error("request failed", "method", r.Method, "path", logPath(r.URL.Path), "err", err)
 		}
 		if rec.status == 0 {
 			writeError(rec, e)
 		} else if e.Status >= 500 || e.Err != nil {
-			s.cfg.Log.Warn("error after the reply began", "path", r.URL.Path, "err", err)
+			s.cfg.Log.Warn("error after the reply began", "path", logPath(r.URL.Path), "err", err)
 		}
 	}
 	if s.cfg.AccessLog != nil {
-		s.cfg.AccessLog.Info("http", "addr", addrString(s.clientAddr(r)), "method", r.Method, "path", r.URL.Path,
-			"status", rec.status, "bytes", rec.bytes, "user", id.User, "auth", string(id.Method),
+		s.cfg.AccessLog.Info("http", "addr", addrString(s.clientAddr(r)), "method", r.Method, "path", logPath(r.URL.Path),
+			"status", rec.status, "bytes", rec.bytes, "user", auth.LogName(id.User), "auth", string(id.Method),
 			"dur", time.Since(start).Round(time.Microsecond))
 	}
 }

@@ -212,7 +212,7 @@ func (s *Server) delToken(w http.ResponseWriter, r *http.Request) error {
 // are then made with kvmd token add.
 func tokensFileError(err error) error {
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-		return Unavailable("The tokens file cannot be written here; use kvmd token add|del", err)
+		return NotNow("The tokens file cannot be written here; use kvmd token add|del", err)
 	}
 	return internalError(err)
 }

@@ -27,19 +27,9 @@ func (s *system) testFirstboot(t *testing.T) {
 	if p["ActiveState"] != "active" || p["Result"] != "success" || p["ExecMainStatus"] != "0" {
 		t.Errorf("kvmd-firstboot.service: %v", p)
 	}
-	// Owners and modes as the README's table has them, on the booted
-	// system (after kvmd.service started, with its StateDirectory=).
-	want := map[string]string{
-		"/etc/kvmd":                    "root:kvmd 775",
-		"/etc/kvmd/kvmd.yaml":          "root:root 644",
-		"/etc/kvmd/htpasswd":           "root:kvmd 640",
-		"/etc/kvmd/totp.secret":        "root:kvmd 640",
-		"/etc/kvmd/tls.key":            "root:kvmd 640",
-		"/etc/kvmd/tls.crt":            "root:root 644",
-		"/etc/issue.d/kvmd.issue":      "root:root 600",
-		"/var/lib/kvmd/admin-password": "root:root 600",
-		"/var/lib/kvmd/secret":         "root:root 600",
-	}
+	// Owners and modes as the manual's table has them, on the booted
+	// system (after kvmd.service started).
+	want := docModes(t)
 	var paths []string
 	for p := range want {
 		paths = append(paths, p)
@@ -199,7 +189,7 @@ func (s *system) testInfo(t *testing.T) {
 	}
 }
 
-// logLineRe is one /api/log line (API.md section 4).
+// logLineRe is one /api/log line (docs/api.md, "Service log").
 var logLineRe = regexp.MustCompile(`^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (kvmd[a-z-]*\.service)\] --- (.*)$`)
 
 // mark makes the daemon log a line with a unique path: an authenticated

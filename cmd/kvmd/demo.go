@@ -14,7 +14,7 @@ import (
 // defaults, and returns the fake capture device and firmware mailbox, the
 // logger that also writes to the demo journal, and what undoes it.
 func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mailbox, *slog.Logger, func(), error) {
-	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TLS: cfg.TLSCert != ""}
+	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TOTPSecret: cfg.TOTPSecret, TLS: cfg.TLSCert != ""}
 	if cfg.Root != "/" {
 		o.Root = cfg.Root
 	}
@@ -28,6 +28,6 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mai
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir = d.Users, d.Root, d.Meta, d.JournalDir
+	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
 	return d.V4L2, d.Mailbox, d.Log(log), d.Close, nil
 }

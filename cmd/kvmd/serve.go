@@ -113,11 +113,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		TrustedProxies:  proxies,
 		MaxConns:        cfg.MaxConnections,
 		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
-		Diagnostics:     diagSource(cfg, src, v4l2),
+		Diagnostics:     diagSource(cfg, src, v4l2, a),
 	}
-	if hcfg.Devices, err = startDevices(ctx, src, nil, log); err != nil {
+	var stopDevices func()
+	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, log); err != nil {
 		return err
 	}
+	defer stopDevices()
 	if cfg.TOTPSecret != "" {
 		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: authLog, TOTP: tfa}
 		hcfg.TwoFactorOn = a.TwoFactor
