@@ -3,6 +3,9 @@ package hw
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"periph.io/x/conn/v3/gpio"
@@ -139,4 +142,61 @@ func funcDirection(f pin.Func) (string, bool) {
 		return "out", true
 	}
 	return "", false
+}
+
+// GPIOChip is a GPIO chip as periph's character-device driver read it at
+// InitGPIO.
+type GPIOChip struct {
+	// Name is the kernel's, "gpiochip0"; Label the driver's,
+	// "pinctrl-bcm2711" or "9030000.pl061".
+	Name, Label string
+	// Lines is how many lines the chip has; Named how many have a name,
+	// which periph registers as pins (gpioreg), where a board profile
+	// can find them. A chip whose lines have no names (qemu's pl061) is
+	// read, but adds no pin.
+	Lines, Named int
+}
+
+// GPIOChips returns the chips periph read at InitGPIO, and an error naming
+// each /dev/gpiochip* it could not open (periph only prints those): a
+// chip the daemon cannot open is one it cannot watch, which is no reason
+// to say the machine has no GPIO. Call it after InitGPIO.
+func GPIOChips() ([]GPIOChip, error) {
+	var chips []GPIOChip
+	for _, c := range gpioioctl.Chips {
+		gc := GPIOChip{Name: c.Name(), Label: c.Label(), Lines: c.LineCount()}
+		for _, l := range c.Lines() {
+			if n := l.Name(); n != "" && n != "_" && n != "-" {
+				gc.Named++
+			}
+		}
+		chips = append(chips, gc)
+	}
+	nodes, err := filepath.Glob("/dev/gpiochip*")
+	if err != nil {
+		return chips, err
+	}
+	return chips, unopened(chips, nodes, func(p string) error {
+		f, err := os.Open(p)
+		if err == nil {
+			f.Close()
+		}
+		return err
+	})
+}
+
+// unopened returns an error for each node that no chip read is named for
+// and that open cannot open either: a node that opens now is a symlink to
+// a chip read under another name (a Pi 5's gpiochip4), or appeared since.
+func unopened(chips []GPIOChip, nodes []string, open func(string) error) error {
+	var errs []error
+	for _, n := range nodes {
+		if slices.ContainsFunc(chips, func(c GPIOChip) bool { return c.Name == filepath.Base(n) }) {
+			continue
+		}
+		if err := open(n); err != nil {
+			errs = append(errs, fmt.Errorf("gpio: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -61,6 +61,7 @@ func TestBootedSystem(t *testing.T) {
 	}
 	run(t, "cp", deb, "setup/setup", "setup/kvmd-imagetest-shell.service",
 		"setup/kvmd-imagetest-modules.conf", "setup/kvmd-imagetest-modprobe.conf", share)
+	buildProbe(t, share)
 	sockDir, err := os.MkdirTemp("", "kvmd-it")
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +118,10 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("units", sys.testUnits)
 	t.Run("info", sys.testInfo)
 	t.Run("gadget", sys.testGadget)
+	t.Run("sandbox", sys.testSandbox)
+	t.Run("usb states", sys.testUSBStates)
+	t.Run("video", func(t *testing.T) { sys.testVideo(t, &fig) })
+	t.Run("gpio", sys.testGPIO)
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
 	fig.rssAfter = sys.daemonRSS(t)
