@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"periph.io/x/conn/v3/driver/driverreg"
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpioreg"
 	"periph.io/x/conn/v3/gpio/gpiotest"
@@ -237,5 +238,26 @@ func TestUnopened(t *testing.T) {
 	}
 	if err := unopened(nil, nil, open); err != nil {
 		t.Errorf("no chips: %v", err)
+	}
+}
+
+type namedDriver string
+
+func (d namedDriver) String() string          { return string(d) }
+func (d namedDriver) Prerequisites() []string { return nil }
+func (d namedDriver) After() []string         { return nil }
+func (d namedDriver) Init() (bool, error)     { return true, nil }
+
+// TestGPIODriverErrors: a GPIO driver's failure is reported, but not
+// sysfs-gpio's (export is never used, and /sys is read-only in the
+// daemon's sandbox), nor a failure of a driver for something else.
+func TestGPIODriverErrors(t *testing.T) {
+	denied := errors.New("need more access, try as root or setup udev rules: open /sys/class/gpio/export: permission denied")
+	if err := gpioDriverErrors([]driverreg.DriverFailure{{D: namedDriver("sysfs-gpio"), Err: denied}, {D: namedDriver("sysfs-spi"), Err: denied}}); err != nil {
+		t.Errorf("sysfs-gpio and an SPI driver failing: %v", err)
+	}
+	err := gpioDriverErrors([]driverreg.DriverFailure{{D: namedDriver("bcm2835-gpio"), Err: errors.New("/dev/gpiomem: permission denied")}})
+	if err == nil || !strings.Contains(err.Error(), "bcm2835-gpio") {
+		t.Errorf("bcm2835-gpio failing: %v", err)
 	}
 }
