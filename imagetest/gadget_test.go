@@ -392,6 +392,26 @@ func (s *system) testUSBStates(t *testing.T) {
 		t.Errorf("kvmd otg status after stop: %+v %v", u, err)
 	}
 
+	// The errors a user meets, on the real kernel: a controller that is
+	// not there, and one another gadget holds (changing nothing).
+	if out, st := sh.run(t, "kvmd otg start --udc nope"); st != 1 ||
+		!strings.Contains(out, "no USB device controller named nope: /sys/class/udc has "+testUDC) {
+		t.Errorf("kvmd otg start --udc nope: exit status %d\n%s", st, out)
+	}
+	const other = "/sys/kernel/config/usb_gadget/other"
+	sh.must(t, "mkdir "+other+" "+other+"/configs/c.1 "+other+"/functions/mass_storage.x && "+
+		"ln -s "+other+"/functions/mass_storage.x "+other+"/configs/c.1/ && echo "+testUDC+" > "+other+"/UDC")
+	t.Logf("device state: another gadget bound to %s", testUDC)
+	out, st := sh.run(t, "kvmd otg start")
+	if st != 1 || !strings.Contains(out, "the USB device controller is in use: gadget other is bound to "+testUDC) {
+		t.Errorf("kvmd otg start with another gadget bound: exit status %d\n%s", st, out)
+	}
+	if _, st := sh.run(t, "test -e "+gadgetDir); st == 0 {
+		t.Errorf("kvmd otg start made its gadget beside another's bound one")
+	}
+	sh.must(t, "echo > "+other+"/UDC && rm "+other+"/configs/c.1/mass_storage.x && rmdir "+other+"/configs/c.1 "+other+"/functions/mass_storage.x "+other)
+	t.Logf("device state: the other gadget removed")
+
 	// And back, through the unit, as at boot.
 	took = time.Now()
 	sh.must(t, "systemctl restart kvmd-otg.service")
