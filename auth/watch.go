@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// watchInterval bounds how often a watched file is stat'ed. Requests trigger
-// the check, so an idle daemon does no work and a busy one stats a few
-// times a second instead of on every request.
+// watchInterval bounds how often a watched file is stat'ed: the 2FA
+// secret's (TOTP), checked when a password is. The credential files are
+// the Store's, which follows them itself.
 const watchInterval = 200 * time.Millisecond
 
 // fileWatch tells whether a file changed since it was last looked at. It
@@ -27,11 +27,14 @@ type fileWatch struct {
 	seen bool
 }
 
+// stamp is what tells a file's versions apart: a rename gives a new
+// inode, an edit in place a new size, modification or change time.
 type stamp struct {
 	exists bool
 	ino    uint64
 	size   int64
 	mtime  int64
+	ctime  int64
 	errno  string
 }
 
@@ -46,6 +49,7 @@ func statStamp(path string) stamp {
 	s := stamp{exists: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		s.ino = uint64(st.Ino)
+		s.ctime = st.Ctim.Nano()
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package httpd
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -177,6 +178,14 @@ func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 	secret, err := s.cfg.Tokens.Add(user, req.Name, role, expires, now, s.actor(r, id))
 	if errors.Is(err, auth.ErrTokenExists) {
 		return &Error{Status: http.StatusBadRequest, Name: "ValidatorError", Msg: "Invalid name: this user already has a token of that name"}
+	}
+	if errors.Is(err, auth.ErrTooManyTokens) {
+		return &Error{Status: http.StatusBadRequest, Name: "TooManyTokensError",
+			Msg: fmt.Sprintf("This user has %d API tokens, the most a user may have: revoke one first", auth.MaxTokensPerUser)}
+	}
+	if errors.Is(err, auth.ErrNoUser) || errors.Is(err, auth.ErrRoleTooHigh) {
+		// The user went, or lost the role, while the request ran.
+		return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "Forbidden: the token's user is gone or has a lower role now"}
 	}
 	if err != nil {
 		return tokensFileError(err)

@@ -7,13 +7,12 @@ import (
 	"net/http"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 )
 
-// UserStore edits the users file for /api/auth/users: package usersfile's
+// UserStore edits the users file for /api/auth/users: package auth's
 // *Store.
 type UserStore interface {
-	List() ([]usersfile.UserInfo, error)
+	List() ([]auth.UserInfo, error)
 	Set(user, passwd string, role auth.Role, create bool) error
 	Delete(user string) error
 }
@@ -26,7 +25,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) error {
 		return internalError(err)
 	}
 	if list == nil {
-		list = []usersfile.UserInfo{}
+		list = []auth.UserInfo{}
 	}
 	return WriteJSON(w, map[string]any{"users": list})
 }
@@ -79,11 +78,11 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request) error {
 		role = auth.RoleViewer
 	}
 	err = s.cfg.Users.Set(b.Name, b.Passwd, role, true)
-	if errors.Is(err, usersfile.ErrExists) {
+	if errors.Is(err, auth.ErrUserExists) {
 		return BadParam("name", "the user exists")
 	}
 	if err != nil {
-		return tokensFileError(err)
+		return userStoreError(err)
 	}
 	s.auditUser(r, "user added", b.Name, "role", role.String())
 	writeBody(w, http.StatusOK, okEmpty)
@@ -106,11 +105,11 @@ func (s *Server) setUser(w http.ResponseWriter, r *http.Request) error {
 		return BadParam("role", "you cannot take the admin role from yourself")
 	}
 	err = s.cfg.Users.Set(b.Name, b.Passwd, role, false)
-	if errors.Is(err, usersfile.ErrNoUser) {
+	if errors.Is(err, auth.ErrNoUser) {
 		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
 	}
 	if err != nil {
-		return tokensFileError(err)
+		return userStoreError(err)
 	}
 	if b.Passwd != "" {
 		s.auditUser(r, "password reset", b.Name)
@@ -131,15 +130,27 @@ func (s *Server) delUser(w http.ResponseWriter, r *http.Request) error {
 		return BadParam("name", "you cannot remove yourself")
 	}
 	err = s.cfg.Users.Delete(name)
-	if errors.Is(err, usersfile.ErrNoUser) {
+	if errors.Is(err, auth.ErrNoUser) {
 		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
 	}
 	if err != nil {
-		return tokensFileError(err)
+		return userStoreError(err)
 	}
 	s.auditUser(r, "user removed", name)
 	writeBody(w, http.StatusOK, okEmpty)
 	return nil
+}
+
+// userStoreError answers the errors of a user's change that are no
+// request's fault: the last admin kept (the change is checked under the
+// credential store's lock, so two admins demoting each other at once
+// cannot both succeed), or a file the daemon may not write.
+func userStoreError(err error) error {
+	if errors.Is(err, auth.ErrLastAdmin) {
+		return &Error{Status: http.StatusBadRequest, Name: "LastAdminError",
+			Msg: "That would leave no admin: give another user the admin role first"}
+	}
+	return tokensFileError(err)
 }
 
 // auditUser logs a user management event: who, from where, how.
