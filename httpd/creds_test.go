@@ -258,3 +258,33 @@ func TestDeadlinesEndStreams(t *testing.T) {
 	e.setNow(t0.Add(time.Hour))
 	bothEnd(t, ended, "at the lifetime")
 }
+
+// TestRecreatedUserInheritsNothing: a token and a role line a removed
+// user left behind (an editor removed the entry alone) do not pass to the
+// next user of the name made through the API.
+func TestRecreatedUserInheritsNothing(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	f, _ := auth.ParseTokens(nil)
+	secret, err := f.Add("ghost", "old", auth.RoleAdmin, time.Time{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auth.TokensPath(e.users), f.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeRoles(t, e, testRoles+"ghost:admin\n")
+	if r := e.req("GET", "/api/auth/check", bearer(secret), ""); r.status != 403 {
+		t.Fatalf("the token of a user not in the file: %d", r.status)
+	}
+	admin := xhdr("admin", "admin-pass")
+	admin["Content-Type"] = "application/json"
+	if r := e.req("POST", "/api/auth/users", admin, `{"name":"ghost","passwd":"ghost-pass","role":"viewer"}`); r.status != 200 {
+		t.Fatalf("add ghost: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/auth/check", bearer(secret), ""); r.status != 403 {
+		t.Errorf("the old ghost's token lets the new ghost in: %d", r.status)
+	}
+	if data, _ := os.ReadFile(auth.TokensPath(e.users)); strings.Contains(string(data), "ghost:") {
+		t.Errorf("the old ghost's token is still in the file: %q", data)
+	}
+}
