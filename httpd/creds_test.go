@@ -288,3 +288,17 @@ func TestRecreatedUserInheritsNothing(t *testing.T) {
 		t.Errorf("the old ghost's token is still in the file: %q", data)
 	}
 }
+
+// TestTokenForNoUser: an admin cannot make a token for a name that is not
+// in the users file (404): it would let in whoever gets the name next.
+func TestTokenForNoUser(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	h := xhdr("admin", "admin-pass")
+	h["Content-Type"] = "application/json"
+	if r := e.req("POST", "/api/auth/tokens", h, `{"name":"x","user":"nobody"}`); r.status != 404 {
+		t.Errorf("a token for nobody: %d %s", r.status, r.body)
+	}
+	if data, _ := os.ReadFile(auth.TokensPath(e.users)); strings.Contains(string(data), "nobody") {
+		t.Errorf("the tokens file names nobody: %q", data)
+	}
+}

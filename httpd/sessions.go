@@ -183,8 +183,12 @@ func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusBadRequest, Name: "TooManyTokensError",
 			Msg: fmt.Sprintf("This user has %d API tokens, the most a user may have: revoke one first", auth.MaxTokensPerUser)}
 	}
+	if errors.Is(err, auth.ErrNoUser) && user != id.User {
+		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
+	}
 	if errors.Is(err, auth.ErrNoUser) || errors.Is(err, auth.ErrRoleTooHigh) {
-		// The user went, or lost the role, while the request ran.
+		// The caller went, or the user lost the role, while the request
+		// ran: the store checks both under its lock.
 		return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "Forbidden: the token's user is gone or has a lower role now"}
 	}
 	if err != nil {
