@@ -169,7 +169,7 @@ func (s *Store) Reload() error {
 	return s.reloadLocked()
 }
 
-// reloadIfChanged is Reload when a file's stamp (inode, size, times)
+// reloadIfChanged is Reload when a file's stamp (inode, size, mtime)
 // changed since the files were last read or written: for the polls, which
 // must not read the files ten times a second for nothing.
 func (s *Store) reloadIfChanged() error {

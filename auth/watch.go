@@ -28,13 +28,12 @@ type fileWatch struct {
 }
 
 // stamp is what tells a file's versions apart: a rename gives a new
-// inode, an edit in place a new size, modification or change time.
+// inode, an edit in place a new size or modification time.
 type stamp struct {
 	exists bool
 	ino    uint64
 	size   int64
 	mtime  int64
-	ctime  int64
 	errno  string
 }
 
@@ -49,7 +48,6 @@ func statStamp(path string) stamp {
 	s := stamp{exists: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		s.ino = uint64(st.Ino)
-		s.ctime = st.Ctim.Nano()
 	}
 	return s
 }
