@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -33,13 +32,13 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	if _, err := queryBool(r, "stream", true); err != nil {
 		return err
 	}
-	if err := checkHandshake(r); err != nil {
+	if err := s.checkHandshake(r); err != nil {
 		return err
 	}
 	d := s.cfg.Devices
 	// The origin was checked above, with a JSON answer; Accept's own
 	// check would answer in plain text.
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	c, err := websocket.Accept(w, asHTTP11(r), &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		// Accept wrote its answer: only for what checkHandshake lets
 		// through, such as a connection that cannot be hijacked.
@@ -137,21 +136,34 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 // would refuse in plain text: a request that is no WebSocket handshake
 // (400) and a handshake from a page of another site (403: a browser
 // sends the cookie with it, so it must not be let through, the WebSocket
-// form of cross-site request forgery).
-func checkHandshake(r *http.Request) error {
+// form of cross-site request forgery; see sameOrigin).
+func (s *Server) checkHandshake(r *http.Request) error {
 	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
 		return BadRequest("This is a WebSocket endpoint: the request must be a WebSocket handshake (Connection: Upgrade, Upgrade: websocket)", nil)
 	}
 	if r.Header.Get("Sec-WebSocket-Version") != "13" || r.Header.Get("Sec-WebSocket-Key") == "" {
 		return BadRequest("Unsupported WebSocket handshake: Sec-WebSocket-Version 13 and a Sec-WebSocket-Key are needed", nil)
 	}
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "WebSocket handshake from another site refused"}
-		}
+	// No Origin (or an empty one) is no browser's: a script, whose
+	// credentials are its own.
+	if o := r.Header.Values("Origin"); len(o) > 1 || (len(o) == 1 && o[0] != "" && !s.sameOrigin(r, o[0])) {
+		return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "WebSocket handshake from another site refused"}
 	}
 	return nil
+}
+
+// asHTTP11 returns r as websocket.Accept takes it: a handshake of HTTP/1.1
+// or later (RFC 6455 section 4.1). PiKVM's nginx sends its clients'
+// handshakes on as HTTP/1.0 (its configs/nginx set no
+// proxy_http_version), and kvmd, on aiohttp, accepts them: so does this
+// daemon. The reply's status line is then HTTP/1.0's, which nginx takes.
+func asHTTP11(r *http.Request) *http.Request {
+	if r.ProtoAtLeast(1, 1) {
+		return r
+	}
+	r2 := *r
+	r2.Proto, r2.ProtoMajor, r2.ProtoMinor = "HTTP/1.1", 1, 1
+	return &r2
 }
 
 func headerHasToken(h http.Header, name, token string) bool {
