@@ -183,4 +183,3 @@ func TestWSOriginThroughProxies(t *testing.T) {
 		})
 	}
 }
-
