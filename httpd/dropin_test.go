@@ -3,13 +3,20 @@ package httpd
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"kvmd/hw"
+	"kvmd/hw/v4l2test"
+	"kvmd/info"
+	"kvmd/internal/fixture"
 )
 
 // rawUpgrade sends a WebSocket handshake as written, over network (tcp from
@@ -181,5 +188,51 @@ func TestWSOriginThroughProxies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWSGreetingInfo: kvmd greets a new WebSocket client with loop, the
+// subsystems' states, info among them after the streamer, one info event
+// per info field ({"<field>": state}, kvmd's InfoManager poll_state), in
+// the order of its InfoManager; each the value /api/info?fields=<field>
+// gives. The info source is the real one, on a Raspberry Pi 4's tree.
+func TestWSGreetingInfo(t *testing.T) {
+	root := t.TempDir()
+	if err := fixture.UnpackFile(filepath.Join("..", "board", "testdata", "rpi4.ttar"), root); err != nil {
+		t.Fatal(err)
+	}
+	src := info.New(info.Config{FS: hw.New(root), V4L2: &v4l2test.Fake{}, Version: "4.108.1"})
+	d, _ := testDevices(t)
+	e := newEnv(t, envOpts{devices: d, info: src})
+	c := dialWS(t, e, "?stream=0", adminHeader)
+	var types, fields []string
+	for len(types) < 1+5+8 {
+		ev := readEvent(t, c)
+		types = append(types, ev.Type)
+		if ev.Type != "info" {
+			continue
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(ev.Event, &m); err != nil || len(m) != 1 {
+			t.Fatalf("info event %s: want one field", ev.Event)
+		}
+		for f, v := range m {
+			fields = append(fields, f)
+			r := e.req("GET", "/api/info?legacy=0&fields="+f, map[string]string{"X-KVMD-User": "admin", "X-KVMD-Passwd": "admin-pass"}, "")
+			var want struct {
+				Result map[string]json.RawMessage `json:"result"`
+			}
+			json.Unmarshal(r.body, &want)
+			if f != "uptime" && f != "health" && string(want.Result[f]) != string(v) {
+				t.Errorf("info event's %s %s, /api/info has %s", f, v, want.Result[f])
+			}
+		}
+	}
+	want := "loop gpio hid atx msd streamer info info info info info info info info"
+	if got := strings.Join(types, " "); got != want {
+		t.Errorf("greeting %q, want %q", got, want)
+	}
+	if got, want := strings.Join(fields, " "), "system auth meta extras health uptime node fan"; got != want {
+		t.Errorf("info fields %q, want %q", got, want)
 	}
 }

@@ -61,14 +61,8 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	initial := [][]byte{mustEncode("loop", loopEvent(d.Version))}
-	for _, typ := range wsEventTypes {
-		var st any
-		if typ == "atx" {
-			st = s.atxCurrent()
-		} else {
-			st = d.State(typ)
-		}
-		initial = append(initial, mustEncode(typ, st))
+	for _, typ := range wsGreeting {
+		initial = append(initial, s.greeting(typ)...)
 	}
 	for _, b := range initial {
 		if err := send(b, websocket.MessageText); err != nil {
@@ -130,6 +124,27 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+}
+
+// greeting returns the events of typ a new WebSocket client is sent
+// (wsGreeting): the subsystem's state now.
+func (s *Server) greeting(typ string) [][]byte {
+	switch typ {
+	case "atx":
+		return [][]byte{mustEncode(typ, s.atxCurrent())}
+	case "info":
+		if s.cfg.Info == nil {
+			return nil
+		}
+		var evs [][]byte
+		for _, f := range infoEventFields {
+			// {"<field>": state}, as /api/info?fields=<field>&legacy=0
+			// has it.
+			evs = append(evs, mustEncode(typ, json.RawMessage(s.cfg.Info.Result([]string{f}, false))))
+		}
+		return evs
+	}
+	return [][]byte{mustEncode(typ, s.cfg.Devices.State(typ))}
 }
 
 // checkHandshake refuses, in the JSON envelope, what websocket.Accept
