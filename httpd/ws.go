@@ -35,6 +35,12 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkHandshake(r); err != nil {
 		return err
 	}
+	release, err := s.streams.take(&s.wsKind, IdentityFrom(r.Context()))
+	if err != nil {
+		w.Header().Set("Connection", "close") // its place goes back at once
+		return err
+	}
+	defer release()
 	d := s.cfg.Devices
 	// The origin was checked above, with a JSON answer; Accept's own
 	// check would answer in plain text.
