@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,43 @@ func TestConnRefusalLogged(t *testing.T) {
 	}
 	if n := strings.Count(e.logs.String(), "connection refused"); n != 1 {
 		t.Errorf("%d log lines about refused connections, want 1:\n%s", n, e.logs)
+	}
+}
+
+// TestWSUserShareThroughProxy: behind a trusted proxy (here the unix
+// socket, as PiKVM's nginx reaches the daemon), which no per-address cap
+// binds, and from as many client addresses as the viewer likes, one user
+// still holds at most its share.
+func TestWSUserShareThroughProxy(t *testing.T) {
+	d, _ := testDevices(t)
+	e := newEnv(t, envOpts{devices: d, wsPerUser: 4})
+	opened := 0
+	for i := range 12 {
+		c, err := net.Dial("unix", e.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		req := "GET /ws HTTP/1.0\r\nHost: pikvm\r\nX-Real-IP: 192.0.2." + strconv.Itoa(i+1) + "\r\n" +
+			"Upgrade: websocket\r\nConnection: upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+			"X-KVMD-User: viewer\r\nX-KVMD-Passwd: viewer pass\r\n\r\n"
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch resp.StatusCode {
+		case 101:
+			opened++
+		case 429:
+		default:
+			t.Fatalf("WebSocket %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	if opened != 4 {
+		t.Errorf("%d WebSockets of one user opened through the proxy, want 4", opened)
 	}
 }
