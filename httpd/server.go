@@ -89,17 +89,17 @@ type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // Server is kvmd's HTTP handler. Create it with New.
 type Server struct {
-	cfg   Config
-	conns *connTable
+	cfg      Config
+	conns    *connTable
+	routes   map[string]*pathRoutes
+	ui       map[string]*uiFile
+	diagBusy chan struct{}
+	refusals refusals
+	done     chan struct{}
 	// streams shares out the requests that hold a connection for long
 	// (shares.go): WebSockets and log follows.
 	streams         *streams
 	wsKind, logKind streamKind
-	routes          map[string]*pathRoutes
-	ui              map[string]*uiFile
-	diagBusy        chan struct{}
-	refusals        refusals
-	done            chan struct{}
 	// base is every request's parent context (http.Server.BaseContext):
 	// shutdown cancels it right after closing done, which ends the
 	// streams (log follows, WebSockets, bundles) without a goroutine per
