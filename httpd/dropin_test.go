@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -235,4 +237,41 @@ func TestWSGreetingInfo(t *testing.T) {
 	if got, want := strings.Join(fields, " "), "system auth meta extras health uptime node fan"; got != want {
 		t.Errorf("info fields %q, want %q", got, want)
 	}
+}
+
+// FuzzSameOrigin: any Origin, Host and forwarded headers give an answer,
+// never a panic; from a peer that is no trusted proxy the forwarded headers
+// change nothing; an origin that is exactly http://Host matches.
+func FuzzSameOrigin(f *testing.F) {
+	for _, s := range [][5]string{
+		{"https://pikvm.local:8443", "pikvm.local", "", "", "8443"},
+		{"null", "kvm.example", "evil.example", "host=evil.example", "443"},
+		{"http://[::1]:8080", "[::1]:8080", "", "", ""},
+		{"https://kvm.example", "127.0.0.1:8080", "kvm.example, other", `for=x;host="kvm.example:443"`, "x"},
+		{"http://a:0", "a:0", "", "", "0"},
+	} {
+		f.Add(s[0], s[1], s[2], s[3], s[4])
+	}
+	s := &Server{cfg: Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}}}
+	f.Fuzz(func(t *testing.T, origin, host, xfh, fwd, xfp string) {
+		r := httptest.NewRequest("GET", "/api/ws", nil)
+		r.Host = host
+		r.RemoteAddr = "198.51.100.7:4711" // not a trusted proxy
+		bare := s.sameOrigin(r, origin)
+		r.Header.Set("X-Forwarded-Host", xfh)
+		r.Header.Set("Forwarded", fwd)
+		r.Header.Set("X-Forwarded-Port", xfp)
+		if got := s.sameOrigin(r, origin); got != bare {
+			t.Fatalf("an untrusted peer's forwarded headers changed the answer: %v, without them %v", got, bare)
+		}
+		r.RemoteAddr = "192.0.2.1:4711"
+		s.sameOrigin(r, origin)
+		if u, err := url.Parse("http://" + host); err == nil && u.Host == host && u.Hostname() != "" && u.User == nil &&
+			u.Path == "" && (u.Port() == "" || validPort(u.Port())) {
+			r.RemoteAddr = "198.51.100.7:4711"
+			if !s.sameOrigin(r, "http://"+host) {
+				t.Fatalf("http://%s does not match Host %q", host, host)
+			}
+		}
+	})
 }
