@@ -67,6 +67,8 @@ type envOpts struct {
 	// fakeClock runs the authenticator, its sessions and the credential
 	// store on a clock the test moves (env.setNow, env.fake).
 	fakeClock bool
+	// wsPerUser and logFollowers: Config.MaxWSPerUser and LogFollowers.
+	wsPerUser, logFollowers int
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -166,6 +168,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		ShutdownTimeout: 2 * time.Second,
 		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),
 		Devices: o.devices, Diagnostics: o.diag,
+		MaxWSPerUser: o.wsPerUser, LogFollowers: o.logFollowers,
 	}
 	if tfa != nil {
 		cfg.TwoFactor = &auth.Enroll{Path: e.totpPath, Account: "test", Log: log, TOTP: tfa}

@@ -50,6 +50,13 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if follow {
+		release, err := s.streams.take(&s.logKind, IdentityFrom(r.Context()))
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	// The stream ends when the client goes away or the server shuts down
 	// (r's context derives from the server's BaseContext).
 	ctx := r.Context()

@@ -117,6 +117,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		TrustedProxies:  proxies,
 		MaxConns:        cfg.MaxConnections,
 		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
+		MaxWSPerUser:    cfg.MaxWebSocketsPerUser,
+		LogFollowers:    cfg.LogFollowers,
 		Diagnostics:     diagSource(cfg, src, v4l2, a),
 	}
 	var stopDevices func()

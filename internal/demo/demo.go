@@ -169,7 +169,8 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 	}
 	fake := &v4l2test.Fake{}
 	if devs, err := fs.VideoDevices(); err == nil {
-		if c, ok := hw.PickCapture(devs); ok {
+		dt, _ := fs.DeviceTree()
+		if c, ok := hw.PickCapture(devs, dt.Model); ok {
 			fake.Set(fs.Path(strings.TrimPrefix(c.Node, "/")), v4l2test.Device{
 				Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60},
 			})
