@@ -320,10 +320,21 @@ func (s *Store) publish(raw rawFiles, by *Actor, edited bool) {
 	}
 }
 
+// errClass is what kind of failure err is, so that a re-read failing the
+// same way as the last one is not logged again.
+func errClass(err error) error {
+	for _, c := range []error{fs.ErrNotExist, fs.ErrPermission} {
+		if errors.Is(err, c) {
+			return c
+		}
+	}
+	return err
+}
+
 // logReread logs a re-read of the files that changed what they hold.
 func (s *Store) logReread(raw rawFiles, old, n *Snapshot) {
 	switch {
-	case n.err != nil && (old.err == nil || n.err.Error() != old.err.Error()):
+	case n.err != nil && (old.err == nil || errClass(n.err) != errClass(old.err)):
 		s.log.Error("users file unusable, every password check fails", "path", s.users, "err", n.err)
 	case n.err == nil && old.err != nil:
 		s.log.Info("users file re-read", "path", s.users, "users", len(n.order))
