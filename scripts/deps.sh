@@ -23,7 +23,9 @@
 # the daemon's metrics in cmd/kvmd/metrics_e2e_test.go; the test runs its own
 # server, so the package's service is neither started (policy-rc.d below)
 # nor enabled. Its promtool lints the exposition (metrics/) and tests the
-# shipped alert rules (make rules).
+# shipped alert rules (make rules). nginx is the reverse proxy of PiKVM's
+# layout: tools/webtest runs it configured as PiKVM's in front of the daemon
+# (its service, like prometheus's, is neither started nor enabled).
 # The booted-system test (make image-test, imagetest/): mmdebstrap builds a
 # Debian arm64 system from Debian's packages, running their maintainer
 # scripts under qemu-user-static through binfmt_misc (arch-test is how
@@ -62,6 +64,7 @@ if [ "$mode" != install ]; then
 		command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || need="$need fdisk"
 		command -v shellcheck >/dev/null 2>&1 || need="$need shellcheck"
 		command -v chromium >/dev/null 2>&1 || need="$need chromium"
+		[ -x /usr/sbin/nginx ] || need="$need nginx"
 		{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need="$need prometheus"
 		# OpenLDAP's server and tools, and FreeRADIUS, for the external
 		# authentication tests (each runs its own server on loopback).
@@ -131,7 +134,7 @@ fi
 $sudo apt-get update -qq
 # shellcheck disable=SC2086
 $sudo apt-get install -y -qq --no-install-recommends $need >/dev/null
-for svc in prometheus slapd freeradius; do
+for svc in prometheus slapd freeradius nginx; do
 	case " $need " in
 	*" $svc "*) $sudo systemctl disable --quiet "$svc.service" 2>/dev/null || true ;;
 	esac

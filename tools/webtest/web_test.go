@@ -31,7 +31,7 @@ const screenshotDir = repoRoot + "/docs/screenshots"
 // startBrowser starts a headless Chromium (Debian's, /usr/bin/chromium) for t
 // and returns its context. The flags keep it off the network but for the
 // pages it is sent to.
-func startBrowser(t *testing.T) context.Context {
+func startBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path := testutil.NeedTool(t, "chromium", "chromium")
 	profile := profileDir(t)
@@ -39,6 +39,7 @@ func startBrowser(t *testing.T) context.Context {
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 900),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
+	opts = append(opts, extra...)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	ctx, cancel := chromedp.NewContext(actx)
