@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,19 @@ type figures struct {
 	qemu                                                          string
 	daemonStart                                                   time.Duration
 	rssIdle, rssAfter                                             int // KiB
+	// signalToEvent: vivid's signal switched by v4l2-ctl to the streamer
+	// event at an /api/ws client (testVideo).
+	signalToEvent []time.Duration
+}
+
+// durationMedian returns the median of ds and their maximum; zero for none.
+func durationMedian(ds []time.Duration) (time.Duration, time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2], s[len(s)-1]
 }
 
 func (f *figures) report(t *testing.T) {
@@ -78,6 +92,10 @@ func (f *figures) markdown(now time.Time) string {
 	w("| kvmd VmRSS, idle after the first boot | %s |", mib(f.rssIdle))
 	w("| kvmd VmRSS after the `/api/info` and `/api/log` checks (follow included) | %s |", mib(f.rssAfter))
 	w("| watchdog: `SIGSTOP` to the daemon restarted and running (`WatchdogSec=30s`) | %.0f s |", f.watchdogRestart.Seconds())
+	if med, maxd := durationMedian(f.signalToEvent); len(f.signalToEvent) > 0 {
+		w("| vivid's signal switched (`v4l2-ctl -c dv_timings_signal_mode`, no signal and back) to the `streamer` event at an `/api/ws` client, median of %d (max) | %.2f s (%.2f s) |",
+			len(f.signalToEvent), med.Seconds(), maxd.Seconds())
+	}
 	w("| install boot: `apt install ./kvmd_*.deb` in the never-booted system, power off | %.0f s |", f.install.Seconds())
 	if f.imageBuilt {
 		w("| root file system built with mmdebstrap (not cached: a cold run) | %.0f s |", f.image.Seconds())

@@ -59,7 +59,9 @@ func TestBootedSystem(t *testing.T) {
 	if err := os.Mkdir(share, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run(t, "cp", deb, "setup/setup", "setup/kvmd-imagetest-shell.service", share)
+	run(t, "cp", deb, "setup/setup", "setup/kvmd-imagetest-shell.service",
+		"setup/kvmd-imagetest-modules.conf", "setup/kvmd-imagetest-modprobe.conf", share)
+	buildProbe(t, share)
 	sockDir, err := os.MkdirTemp("", "kvmd-it")
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +117,11 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("firstboot", sys.testFirstboot)
 	t.Run("units", sys.testUnits)
 	t.Run("info", sys.testInfo)
+	t.Run("gadget", sys.testGadget)
+	t.Run("sandbox", sys.testSandbox)
+	t.Run("usb states", sys.testUSBStates)
+	t.Run("video", func(t *testing.T) { sys.testVideo(t, &fig) })
+	t.Run("gpio", sys.testGPIO)
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
 	t.Run("credentials", sys.testCredentials)

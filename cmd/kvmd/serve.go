@@ -49,9 +49,20 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		mailbox = hw.VCIO{}
 		// periph's drivers register the board's real GPIO pins. On a
 		// fixture root they would be this machine's, not the tree's.
-		if ok, err := hw.InitGPIO(); err != nil {
+		ok, err := hw.InitGPIO()
+		if err != nil {
 			log.Warn("GPIO unavailable", "err", err)
-		} else if !ok {
+		}
+		chips, cerr := hw.GPIOChips()
+		if cerr != nil {
+			// Not in the group owning /dev/gpiochip* (gpio on Raspberry
+			// Pi OS and the image; the package's udev rule elsewhere).
+			log.Warn("GPIO chip cannot be opened", "err", cerr)
+		}
+		for _, c := range chips {
+			log.Info("GPIO chip", "chip", c.Name, "label", c.Label, "lines", c.Lines, "named", c.Named)
+		}
+		if !ok && err == nil && cerr == nil && len(chips) == 0 {
 			log.Info("no GPIO on this machine")
 		}
 	}
