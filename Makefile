@@ -18,6 +18,7 @@ FUZZ_TARGETS := \
 	FuzzParseLogin:./httpd/ \
 	FuzzAuthHeaders:./httpd/ \
 	FuzzForwarded:./httpd/ \
+	FuzzSameOrigin:./httpd/ \
 	FuzzParseLine:./auth/ \
 	FuzzParseHash:./auth/ \
 	FuzzParseHtpasswd:./auth/ \

@@ -71,15 +71,15 @@ func Read(fs hw.FS) (Facts, error) {
 	if err != nil && !hw.Absent(err) {
 		errs = append(errs, fmt.Errorf("video devices: %w", err))
 	}
-	f.Capture = CaptureVideo(devs)
+	f.Capture = CaptureVideo(devs, dt.Model)
 	return f, errors.Join(errs...)
 }
 
-// CaptureVideo returns PIKVM_VIDEO for the capture device among devs (see
-// hw.PickCapture): "hdmi" for a CSI-2 receiver, "hdmiusb" for a USB
-// dongle, "" for none.
-func CaptureVideo(devs []hw.VideoDevice) string {
-	c, ok := hw.PickCapture(devs)
+// CaptureVideo returns PIKVM_VIDEO for the capture device among devs on a
+// board of device-tree model (see hw.PickCapture): "hdmi" for a CSI-2
+// receiver, "hdmiusb" for a USB dongle, "" for none.
+func CaptureVideo(devs []hw.VideoDevice, model string) string {
+	c, ok := hw.PickCapture(devs, model)
 	if !ok {
 		return ""
 	}

@@ -257,7 +257,7 @@ func TestCaptureVideo(t *testing.T) {
 		{[]hw.VideoDevice{{Node: "/dev/video0", Name: "rp1-cfe-csi2_ch0", Driver: "rp1-cfe"}}, "hdmi"},
 		{[]hw.VideoDevice{{Node: "/dev/video0", Name: "USB Video: USB Video", Driver: "uvcvideo"}}, "hdmiusb"},
 	} {
-		if got := CaptureVideo(tt.devs); got != tt.want {
+		if got := CaptureVideo(tt.devs, ""); got != tt.want {
 			t.Errorf("CaptureVideo(%v) = %q, want %q", tt.devs, got, tt.want)
 		}
 	}

@@ -48,17 +48,25 @@ func (s *Server) findClientAddr(r *http.Request) netip.Addr {
 	if ci := connInfoFrom(r.Context()); ci != nil && ci.unix {
 		trusted = true
 	} else {
-		ap, err := netip.ParseAddrPort(r.RemoteAddr)
-		if err != nil {
+		var ok bool
+		if peer, ok = remoteAddr(r); !ok {
 			return netip.Addr{}
 		}
-		peer = ap.Addr().Unmap().WithZone("")
 		trusted = s.trustedProxy(peer)
 	}
 	if !trusted {
 		return peer
 	}
 	return forwardedFor(r.Header, peer, s.trustedProxy)
+}
+
+// remoteAddr returns the address of r's TCP peer.
+func remoteAddr(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap().WithZone(""), true
 }
 
 // trustedProxy reports whether a is in one of the trusted networks.
@@ -135,14 +143,18 @@ func parseNode(s string) (netip.Addr, bool) {
 }
 
 // forwardedNodes returns the for= value of each element of an RFC 7239
-// Forwarded header, in order; "" for an element without one. Elements are
-// separated by commas, pairs by semicolons; a value is a token or a
-// quoted string, and a comma or semicolon inside quotes separates
-// nothing. A malformed element gives "" (no address), so the walk from the
-// right stops there.
-func forwardedNodes(v string) []string {
+// Forwarded header, in order; "" for an element without one. A malformed
+// element gives "" (no address), so the walk from the right stops there.
+func forwardedNodes(v string) []string { return forwardedParam(v, "for") }
+
+// forwardedParam returns the value of parameter param (for, host, proto)
+// in each element of an RFC 7239 Forwarded header, in order; "" for an
+// element without one, or a malformed one. Elements are separated by
+// commas, pairs by semicolons; a value is a token or a quoted string, and
+// a comma or semicolon inside quotes separates nothing.
+func forwardedParam(v, param string) []string {
 	var nodes []string
-	var cur string // this element's for=
+	var cur string // this element's value of param
 	bad := false
 	i := 0
 	for {
@@ -193,9 +205,9 @@ func forwardedNodes(v string) []string {
 		} else if name != "" {
 			bad = true // a pair without "="
 		}
-		if strings.EqualFold(name, "for") {
+		if strings.EqualFold(name, param) {
 			if cur != "" {
-				bad = true // for= twice in one element
+				bad = true // the parameter twice in one element
 			}
 			cur = value
 		}

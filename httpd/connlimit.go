@@ -2,9 +2,11 @@ package httpd
 
 import (
 	"container/list"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 )
 
 // The defaults of Config.MaxConns and Config.MaxConnsPerAddr.
@@ -41,6 +43,10 @@ const (
 type connTable struct {
 	max, perAddr int
 	trusted      func(netip.Addr) bool
+	// log gets a line when a connection is refused, once a minute at
+	// most for each reason (refusedLog).
+	log *slog.Logger
+	now func() time.Time
 
 	mu     sync.Mutex
 	n      int
@@ -48,16 +54,62 @@ type connTable struct {
 	idle   list.List // of *conn, between requests, oldest first
 	// refused and evicted count what the caps did, for tests and logs.
 	refused, evicted int
+	// logged is when each reason of refusal was last logged, and how
+	// many were refused since.
+	logged [2]struct {
+		last time.Time
+		held int
+	}
 }
 
-func newConnTable(max, perAddr int, trusted func(netip.Addr) bool) *connTable {
+// The reasons a connection is refused, as indexes of connTable.logged.
+const (
+	refusedPerAddr = iota // the address holds --max-connections-per-address
+	refusedBusy           // the table is full, every connection in a request
+)
+
+// connRefusalLogEvery is the least time between two log lines about
+// refused connections of one reason.
+const connRefusalLogEvery = time.Minute
+
+func newConnTable(max, perAddr int, trusted func(netip.Addr) bool, log *slog.Logger) *connTable {
 	if max <= 0 {
 		max = DefaultMaxConns
 	}
 	if perAddr <= 0 {
 		perAddr = DefaultMaxConnsPerAddr
 	}
-	return &connTable{max: max, perAddr: perAddr, trusted: trusted, byAddr: map[netip.Prefix]int{}}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &connTable{max: max, perAddr: perAddr, trusted: trusted, log: log, now: time.Now, byAddr: map[netip.Prefix]int{}}
+}
+
+// refuseLocked counts a refusal and returns the log line to write, if one
+// is due; t.mu must be held, and the line written after unlocking.
+func (t *connTable) refuseLocked(reason int, raw net.Conn) func() {
+	t.refused++
+	l := &t.logged[reason]
+	now := t.now()
+	if !l.last.IsZero() && now.Sub(l.last) < connRefusalLogEvery {
+		l.held++
+		return func() {}
+	}
+	held := l.held
+	l.last, l.held = now, 0
+	open := t.n
+	return func() {
+		args := []any{"addr", raw.RemoteAddr().String(), "open", open, "max", t.max}
+		msg := "connection refused: every connection is busy in a request (--max-connections)"
+		if reason == refusedPerAddr {
+			msg = "connection refused: the address holds its share (--max-connections-per-address)"
+			args = append(args, "per_address", t.perAddr)
+		}
+		if held > 0 {
+			args = append(args, "held_back", held, "interval", connRefusalLogEvery.String())
+		}
+		t.log.Warn(msg, args...)
+	}
 }
 
 // connSlot is a conn's place in the table.
@@ -96,15 +148,17 @@ func (t *connTable) admit(c *conn, raw net.Conn, unix bool) bool {
 	var victim net.Conn
 	t.mu.Lock()
 	if s.keyed && t.byAddr[s.key] >= t.perAddr {
-		t.refused++
+		logLine := t.refuseLocked(refusedPerAddr, raw)
 		t.mu.Unlock()
+		logLine()
 		return false
 	}
 	if t.n >= t.max {
 		front := t.idle.Front()
 		if front == nil {
-			t.refused++
+			logLine := t.refuseLocked(refusedBusy, raw)
 			t.mu.Unlock()
+			logLine()
 			return false
 		}
 		v := front.Value.(*conn)

@@ -49,10 +49,19 @@ type ATX interface {
 	Click(ctx context.Context, button string, wait bool) error
 }
 
-// wsEventTypes are the subsystems a new WebSocket client hears the state
-// of, in the order kvmd's server triggers them (kvmd/apps/kvmd/server.py:
-// GPIO, HID, ATX, MSD, Streamer).
-var wsEventTypes = []string{"gpio", "hid", "atx", "msd", "streamer"}
+// wsGreeting is what a new WebSocket client hears after "loop", in the
+// order kvmd's server sends it (kvmd/apps/kvmd/server.py, __ws_handler):
+// the state of each subsystem in the order of its __subsystems (GPIO, HID,
+// ATX, MSD, Streamer, OCR, Info, Switch), then hid_keymaps and clients.
+// This daemon serves no OCR and no switch, so their events are left out;
+// Server.greeting makes each one's events.
+var wsGreeting = []string{"gpio", "hid", "atx", "msd", "streamer", "info", "clients"}
+
+// infoEventFields are kvmd's info sub-managers in the order of its
+// InfoManager (kvmd/apps/kvmd/info/__init__.py). Each sends its state as
+// an info event of its own, {"<field>": state}, when a client connects
+// (trigger_state, then poll_state yields {field: value}).
+var infoEventFields = []string{"system", "auth", "meta", "extras", "health", "uptime", "node", "fan"}
 
 // msdUnsupported answers the MSD operations: this daemon reads the
 // drive's state but does not manage it.

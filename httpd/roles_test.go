@@ -423,10 +423,7 @@ func TestEndingClosesStreams(t *testing.T) {
 	followUntilEnd(t, e, f, bearer(api), func() { e.req("DELETE", "/api/auth/tokens?name=s", admin, "") })
 
 	tok = e.login("operator", "operator-pass")
-	followUntilEnd(t, e, f, cookie(tok), func() {
-		writeRoles(t, e, "viewer:viewer\noperator:viewer\n")
-		e.a.Users.Refresh(true)
-	})
+	followUntilEnd(t, e, f, cookie(tok), func() { writeRoles(t, e, "viewer:viewer\noperator:viewer\n") })
 
 	tok = e.login("viewer", "viewer pass")
 	followUntilEnd(t, e, f, cookie(tok), func() {
@@ -437,7 +434,6 @@ func TestEndingClosesStreams(t *testing.T) {
 			}
 		}
 		writeUsers(t, e.users, users)
-		e.a.Users.Refresh(true)
 	})
 	for _, want := range []string{`msg="role changed" user=operator old=operator new=viewer`, `msg="token revoked" user=admin token=s by=admin`, `msg=logout user=viewer`} {
 		if !strings.Contains(e.logs.String(), want) {

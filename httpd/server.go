@@ -50,6 +50,14 @@ type Config struct {
 	// (connlimit.go).
 	MaxConns        int
 	MaxConnsPerAddr int
+	// MaxWSPerUser bounds the WebSockets (/api/ws) one user holds at
+	// once; LogFollowers is --log-followers, the log follows the
+	// LogSource serves at once, of which one user may hold a quarter.
+	// Ordinary users together keep a share of MaxConns and of
+	// LogFollowers free for admins and logins (shares.go). 0: the
+	// defaults.
+	MaxWSPerUser int
+	LogFollowers int
 	// Info, when set, serves GET /api/info.
 	Info InfoSource
 	// LogSource, when set, serves GET /api/log; without it the endpoint
@@ -91,6 +99,10 @@ type Server struct {
 	diagBusy chan struct{}
 	refusals refusals
 	done     chan struct{}
+	// streams shares out the requests that hold a connection for long
+	// (shares.go): WebSockets and log follows.
+	streams         *streams
+	wsKind, logKind streamKind
 	// base is every request's parent context (http.Server.BaseContext):
 	// shutdown cancels it right after closing done, which ends the
 	// streams (log follows, WebSockets, bundles) without a goroutine per
@@ -125,8 +137,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Devices != nil && cfg.Devices.Events == nil {
 		cfg.Devices.Events = &events.Hub{}
 	}
+	if cfg.MaxWSPerUser <= 0 {
+		cfg.MaxWSPerUser = DefaultMaxWSPerUser
+	}
+	if cfg.LogFollowers <= 0 {
+		cfg.LogFollowers = DefaultLogFollowers
+	}
 	s := &Server{cfg: cfg, routes: map[string]*pathRoutes{}, raw: map[string]*pathRoutes{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
-	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy)
+	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy, cfg.Log)
+	s.streams = newStreams(s.conns.max, cfg.Log)
+	s.wsKind = streamKind{name: "WebSockets", perUser: cfg.MaxWSPerUser}
+	s.logKind = streamKind{name: "log follows", perUser: max(cfg.LogFollowers/4, 1), max: cfg.LogFollowers}
+	if cfg.LogFollowers >= 2 {
+		s.logKind.reserve = max(cfg.LogFollowers/5, 1)
+	}
 	s.refusals = refusals{log: cfg.Log, now: time.Now}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	if err := s.addRoutes(routeTable, cfg.features()); err != nil {

@@ -3,6 +3,7 @@ package httpd
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -172,6 +173,18 @@ func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 	secret, err := s.cfg.Tokens.Add(user, req.Name, role, expires, now, s.actor(r, id))
 	if errors.Is(err, auth.ErrTokenExists) {
 		return &Error{Status: http.StatusBadRequest, Name: "ValidatorError", Msg: "Invalid name: this user already has a token of that name"}
+	}
+	if errors.Is(err, auth.ErrTooManyTokens) {
+		return &Error{Status: http.StatusBadRequest, Name: "TooManyTokensError",
+			Msg: fmt.Sprintf("This user has %d API tokens, the most a user may have: revoke one first", auth.MaxTokensPerUser)}
+	}
+	if errors.Is(err, auth.ErrNoUser) && user != id.User {
+		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
+	}
+	if errors.Is(err, auth.ErrNoUser) || errors.Is(err, auth.ErrRoleTooHigh) {
+		// The caller went, or the user lost the role, while the request
+		// ran: the store checks both under its lock.
+		return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "Forbidden: the token's user is gone or has a lower role now"}
 	}
 	if err != nil {
 		return tokensFileError(err)

@@ -348,7 +348,7 @@ func TestStreamStalledClient(t *testing.T) {
 func TestWSStreamClients(t *testing.T) {
 	e := newStreamerEnv(t, hw.CaptureVivid, 320, 240, gradient, nil)
 	quiet := dialWS(t, e.env, "?stream=0", adminHeader)
-	for range wsGreeting {
+	for range wsGreetingLen {
 		readEvent(t, quiet)
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -357,7 +357,7 @@ func TestWSStreamClients(t *testing.T) {
 	}
 	c := dialWS(t, e.env, "", adminHeader)
 	var got []string
-	for range wsGreeting {
+	for range wsGreetingLen {
 		ev := readEvent(t, c)
 		got = append(got, ev.Type)
 		if ev.Type == "clients" && string(ev.Event) != `{"count":1}` {

@@ -8,14 +8,13 @@ import (
 	"net/http"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 )
 
-// UserStore edits the users file for /api/auth/users: package usersfile's
+// UserStore edits the users file for /api/auth/users: package auth's
 // *Store.
 type UserStore interface {
-	List() ([]usersfile.UserInfo, error)
-	Set(user, passwd string, role auth.Role, create bool) error
+	List() ([]auth.UserInfo, error)
+	Set(user string, c auth.UserChange) (revoked int, err error)
 	Delete(user string) error
 }
 
@@ -27,7 +26,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) error {
 		return internalError(err)
 	}
 	if list == nil {
-		list = []usersfile.UserInfo{}
+		list = []auth.UserInfo{}
 	}
 	return WriteJSON(w, map[string]any{"users": list})
 }
@@ -58,16 +57,6 @@ func checkNewPasswd(param, passwd string) error {
 
 func passwdTooLong(param string) *Error {
 	return BadParam(param, fmt.Sprintf("longer than %d bytes, the most a bcrypt hash keeps", auth.MaxNewPasswdLen))
-}
-
-// usersFileError answers a failed edit of the users file: a password
-// that cannot be hashed is the caller's (400), a file that cannot be
-// written the device's.
-func usersFileError(err error) error {
-	if errors.Is(err, auth.ErrPasswdTooLong) {
-		return passwdTooLong("passwd")
-	}
-	return tokensFileError(err)
 }
 
 func readUserBody(r *http.Request) (userBody, auth.Role, error) {
@@ -115,12 +104,13 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request) error {
 	if role == auth.RoleNone {
 		role = auth.RoleViewer
 	}
-	err = s.cfg.Users.Set(b.Name, b.Passwd, role, true)
-	if errors.Is(err, usersfile.ErrExists) {
+	by := s.actor(r, IdentityFrom(r.Context()))
+	_, err = s.cfg.Users.Set(b.Name, auth.UserChange{Passwd: b.Passwd, Role: role, Create: true, By: &by})
+	if errors.Is(err, auth.ErrUserExists) {
 		return BadParam("name", "the user exists")
 	}
 	if err != nil {
-		return usersFileError(err)
+		return userStoreError(err)
 	}
 	s.auditUser(r, "user added", b.Name, "role", role.String())
 	writeBody(w, http.StatusOK, okEmpty)
@@ -149,46 +139,25 @@ func (s *Server) setUser(w http.ResponseWriter, r *http.Request) error {
 	if role != auth.RoleNone && b.Name == id.User && role != auth.RoleAdmin {
 		return BadParam("role", "you cannot take the admin role from yourself")
 	}
-	revoked := 0
-	if b.RevokeTokens {
-		// The tokens go first: should the password write then fail, the
-		// user has lost its tokens (fail closed), never kept them
-		// under a new password.
-		if revoked, err = s.revokeTokens(r, id, b.Name); err != nil {
-			return err
-		}
-	}
-	err = s.cfg.Users.Set(b.Name, b.Passwd, role, false)
-	if errors.Is(err, usersfile.ErrNoUser) {
+	// The password and the revocation are one change of the credential
+	// files: no crash leaves the old tokens under a new password.
+	by := s.actor(r, id)
+	revoked, err := s.cfg.Users.Set(b.Name, auth.UserChange{Passwd: b.Passwd, Role: role, RevokeTokens: b.RevokeTokens, By: &by})
+	if errors.Is(err, auth.ErrNoUser) {
 		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
 	}
 	if err != nil {
-		return usersFileError(err)
+		return userStoreError(err)
 	}
 	if b.Passwd == "" {
 		writeBody(w, http.StatusOK, okEmpty)
 		return nil
 	}
+	if b.RevokeTokens {
+		s.auditUser(r, "tokens revoked", b.Name, "count", revoked)
+	}
 	s.auditUser(r, "password reset", b.Name)
 	return WriteJSON(w, map[string]int{"tokens_revoked": revoked})
-}
-
-// revokeTokens revokes every API token of user, each logged as revoked by
-// the caller, and returns how many.
-func (s *Server) revokeTokens(r *http.Request, id Identity, user string) (int, error) {
-	n := 0
-	for _, t := range s.cfg.Tokens.List(user) {
-		err := s.cfg.Tokens.Delete(user, t.Name, s.actor(r, id))
-		if errors.Is(err, auth.ErrNoToken) {
-			continue // revoked meanwhile
-		}
-		if err != nil {
-			return n, tokensFileError(err)
-		}
-		n++
-	}
-	s.auditUser(r, "tokens revoked", user, "count", n)
-	return n, nil
 }
 
 // delUser answers DELETE /api/auth/users?name=NAME (admin): the user, its
@@ -203,15 +172,31 @@ func (s *Server) delUser(w http.ResponseWriter, r *http.Request) error {
 		return BadParam("name", "you cannot remove yourself")
 	}
 	err = s.cfg.Users.Delete(name)
-	if errors.Is(err, usersfile.ErrNoUser) {
+	if errors.Is(err, auth.ErrNoUser) {
 		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
 	}
 	if err != nil {
-		return tokensFileError(err)
+		return userStoreError(err)
 	}
 	s.auditUser(r, "user removed", name)
 	writeBody(w, http.StatusOK, okEmpty)
 	return nil
+}
+
+// userStoreError answers a failed change of a user: a password that
+// cannot be hashed is the caller's (400, naming the limit); the last admin
+// kept (the change is checked under the
+// credential store's lock, so two admins demoting each other at once
+// cannot both succeed), or a file the daemon may not write.
+func userStoreError(err error) error {
+	if errors.Is(err, auth.ErrPasswdTooLong) {
+		return passwdTooLong("passwd")
+	}
+	if errors.Is(err, auth.ErrLastAdmin) {
+		return &Error{Status: http.StatusBadRequest, Name: "LastAdminError",
+			Msg: "That would leave no admin: give another user the admin role first"}
+	}
+	return tokensFileError(err)
 }
 
 // auditUser logs a user management event: who, from where, how.

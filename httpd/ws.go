@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -34,13 +33,19 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := checkHandshake(r); err != nil {
+	if err := s.checkHandshake(r); err != nil {
 		return err
 	}
+	release, err := s.streams.take(&s.wsKind, IdentityFrom(r.Context()))
+	if err != nil {
+		w.Header().Set("Connection", "close") // its place goes back at once
+		return err
+	}
+	defer release()
 	d := s.cfg.Devices
 	// The origin was checked above, with a JSON answer; Accept's own
 	// check would answer in plain text.
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	c, err := websocket.Accept(w, asHTTP11(r), &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		// Accept wrote its answer: only for what checkHandshake lets
 		// through, such as a connection that cannot be hijacked.
@@ -69,24 +74,9 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	initial := [][]byte{mustEncode("loop", loopEvent(d.Version))}
-	for _, typ := range wsEventTypes {
-		var st any
-		switch {
-		case typ == "atx":
-			st = s.atxCurrent()
-		case typ == "streamer" && d.Streamer != nil:
-			st = d.Streamer.Current()
-		default:
-			st = d.State(typ)
-		}
-		initial = append(initial, mustEncode(typ, st))
+	for _, typ := range wsGreeting {
+		initial = append(initial, s.greeting(typ)...)
 	}
-	// kvmd ends its greeting with the count of stream clients.
-	clients := 0
-	if d.Streamer != nil {
-		clients = d.Streamer.Viewers()
-	}
-	initial = append(initial, mustEncode("clients", map[string]int{"count": clients}))
 	for _, b := range initial {
 		if err := send(b, websocket.MessageText); err != nil {
 			return closeWith(websocket.StatusGoingAway, "write failed")
@@ -149,25 +139,70 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
+// greeting returns the events of typ a new WebSocket client is sent
+// (wsGreeting): the subsystem's state now.
+func (s *Server) greeting(typ string) [][]byte {
+	switch typ {
+	case "atx":
+		return [][]byte{mustEncode(typ, s.atxCurrent())}
+	case "streamer":
+		if st := s.cfg.Devices.Streamer; st != nil {
+			return [][]byte{mustEncode(typ, st.Current())}
+		}
+	case "clients":
+		// kvmd's count of the WebSocket clients that asked for the stream.
+		n := 0
+		if st := s.cfg.Devices.Streamer; st != nil {
+			n = st.Viewers()
+		}
+		return [][]byte{mustEncode(typ, map[string]int{"count": n})}
+	case "info":
+		if s.cfg.Info == nil {
+			return nil
+		}
+		var evs [][]byte
+		for _, f := range infoEventFields {
+			// {"<field>": state}, as /api/info?fields=<field>&legacy=0
+			// has it.
+			evs = append(evs, mustEncode(typ, json.RawMessage(s.cfg.Info.Result([]string{f}, false))))
+		}
+		return evs
+	}
+	return [][]byte{mustEncode(typ, s.cfg.Devices.State(typ))}
+}
+
 // checkHandshake refuses, in the JSON envelope, what websocket.Accept
 // would refuse in plain text: a request that is no WebSocket handshake
 // (400) and a handshake from a page of another site (403: a browser
 // sends the cookie with it, so it must not be let through, the WebSocket
-// form of cross-site request forgery).
-func checkHandshake(r *http.Request) error {
+// form of cross-site request forgery; see sameOrigin).
+func (s *Server) checkHandshake(r *http.Request) error {
 	if !headerHasToken(r.Header, "Connection", "upgrade") || !headerHasToken(r.Header, "Upgrade", "websocket") {
 		return BadRequest("This is a WebSocket endpoint: the request must be a WebSocket handshake (Connection: Upgrade, Upgrade: websocket)", nil)
 	}
 	if r.Header.Get("Sec-WebSocket-Version") != "13" || r.Header.Get("Sec-WebSocket-Key") == "" {
 		return BadRequest("Unsupported WebSocket handshake: Sec-WebSocket-Version 13 and a Sec-WebSocket-Key are needed", nil)
 	}
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "WebSocket handshake from another site refused"}
-		}
+	// No Origin (or an empty one) is no browser's: a script, whose
+	// credentials are its own.
+	if o := r.Header.Values("Origin"); len(o) > 1 || (len(o) == 1 && o[0] != "" && !s.sameOrigin(r, o[0])) {
+		return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "WebSocket handshake from another site refused"}
 	}
 	return nil
+}
+
+// asHTTP11 returns r as websocket.Accept takes it: a handshake of HTTP/1.1
+// or later (RFC 6455 section 4.1). PiKVM's nginx sends its clients'
+// handshakes on as HTTP/1.0 (its configs/nginx set no
+// proxy_http_version), and kvmd, on aiohttp, accepts them: so does this
+// daemon. The reply's status line is then HTTP/1.0's, which nginx takes.
+func asHTTP11(r *http.Request) *http.Request {
+	if r.ProtoAtLeast(1, 1) {
+		return r
+	}
+	r2 := *r
+	r2.Proto, r2.ProtoMajor, r2.ProtoMinor = "HTTP/1.1", 1, 1
+	return &r2
 }
 
 func headerHasToken(h http.Header, name, token string) bool {

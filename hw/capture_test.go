@@ -254,6 +254,21 @@ func TestReadVideoCapture(t *testing.T) {
 		name: "pi4 usb dongle fixture tree",
 		tree: "pi4-usb-ms2109",
 		want: usb(hw.Video{Status: "unknown"}),
+	}, {
+		// A webcam on USB port 1 got video0 before the dongle on port 4,
+		// the port PiKVM's rules take the dongle from on this model: the
+		// dongle is the capture, and only it is asked.
+		name: "pi4 webcam beside the dongle",
+		tree: "pi4-usb-webcam-ms2109",
+		nodes: map[string]v4l2test.Device{
+			"video0": {Err: errMustNotAsk, FmtErr: errMustNotAsk},
+			"video2": {Err: errMustNotAsk, Fmt: hw.Format{Width: 1920, Height: 1080, PixelFormat: "MJPG"}},
+		},
+		want: func() hw.Video {
+			v := usb(hw.Video{Source: ref("/dev/video2"), Resolution: &hw.Resolution{Width: 1920, Height: 1080}, Status: "no_detection"})
+			v.Device = ref("/dev/video2")
+			return v
+		}(),
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := captureTree(t, tt.tree)
@@ -269,6 +284,25 @@ func TestReadVideoCapture(t *testing.T) {
 				t.Errorf("ReadVideo():\n got %s\nwant %s", jsonString(t, got), jsonString(t, tt.want))
 			}
 		})
+	}
+}
+
+// TestVideoDevicesUSBPort: a USB video node's port is the USB interface
+// its device link leads to, as the kernel names it (udev's %b in PiKVM's
+// rules); other nodes have none.
+func TestVideoDevicesUSBPort(t *testing.T) {
+	devs, err := captureTree(t, "pi4-usb-webcam-ms2109").VideoDevices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range devs {
+		got[d.Node] = d.USBPort
+	}
+	want := map[string]string{"/dev/video0": "1-1.1:1.0", "/dev/video1": "1-1.1:1.0", "/dev/video2": "1-1.4:1.0", "/dev/video3": "1-1.4:1.0",
+		"/dev/video10": "", "/dev/video11": "", "/dev/video12": "", "/dev/video13": ""}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("USB ports %v, want %v", got, want)
 	}
 }
 
@@ -357,7 +391,7 @@ func TestCaptureKind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, ok := hw.PickCapture(devs)
+		d, ok := hw.PickCapture(devs, "")
 		if !ok || d.Kind() != want {
 			t.Errorf("%s: PickCapture() = %+v, %v; Kind() want %q", tree, d, ok, want)
 		}

@@ -1,13 +1,17 @@
 package hw
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
+	"periph.io/x/conn/v3/driver/driverreg"
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpioreg"
 	"periph.io/x/conn/v3/gpio/gpiotest"
@@ -209,5 +213,51 @@ func TestInitGPIO(t *testing.T) {
 	}
 	if ok2, err2 := InitGPIO(); ok2 != ok || (err2 == nil) != (err == nil) {
 		t.Errorf("second InitGPIO() = %v, %v; want the first's %v, %v", ok2, err2, ok, err)
+	}
+}
+
+// TestUnopened: a /dev/gpiochip* periph did not read is reported with the
+// reason it cannot be opened; one read, or that opens now, is not. The
+// booted test found the daemon saying "no GPIO on this machine" beside a
+// chip it could not open (Debian gives /dev/gpiochip* to root alone).
+func TestUnopened(t *testing.T) {
+	chips := []GPIOChip{{Name: "gpiochip0", Label: "pinctrl-rp1", Lines: 54, Named: 54}}
+	denied := fs.ErrPermission
+	open := func(p string) error {
+		if p == "/dev/gpiochip4" { // a Pi 5's link to gpiochip0
+			return nil
+		}
+		return &fs.PathError{Op: "open", Path: p, Err: denied}
+	}
+	if err := unopened(chips, []string{"/dev/gpiochip0", "/dev/gpiochip4"}, open); err != nil {
+		t.Errorf("read chips and a link: %v", err)
+	}
+	err := unopened(chips, []string{"/dev/gpiochip0", "/dev/gpiochip1"}, open)
+	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), "/dev/gpiochip1") || strings.Contains(err.Error(), "gpiochip0") {
+		t.Errorf("an unreadable chip: %v", err)
+	}
+	if err := unopened(nil, nil, open); err != nil {
+		t.Errorf("no chips: %v", err)
+	}
+}
+
+type namedDriver string
+
+func (d namedDriver) String() string          { return string(d) }
+func (d namedDriver) Prerequisites() []string { return nil }
+func (d namedDriver) After() []string         { return nil }
+func (d namedDriver) Init() (bool, error)     { return true, nil }
+
+// TestGPIODriverErrors: a GPIO driver's failure is reported, but not
+// sysfs-gpio's (export is never used, and /sys is read-only in the
+// daemon's sandbox), nor a failure of a driver for something else.
+func TestGPIODriverErrors(t *testing.T) {
+	denied := errors.New("need more access, try as root or setup udev rules: open /sys/class/gpio/export: permission denied")
+	if err := gpioDriverErrors([]driverreg.DriverFailure{{D: namedDriver("sysfs-gpio"), Err: denied}, {D: namedDriver("sysfs-spi"), Err: denied}}); err != nil {
+		t.Errorf("sysfs-gpio and an SPI driver failing: %v", err)
+	}
+	err := gpioDriverErrors([]driverreg.DriverFailure{{D: namedDriver("bcm2835-gpio"), Err: errors.New("/dev/gpiomem: permission denied")}})
+	if err == nil || !strings.Contains(err.Error(), "bcm2835-gpio") {
+		t.Errorf("bcm2835-gpio failing: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,11 @@ type VideoDevice struct {
 	// Dev is the device number, "81:0", which names the node in a media
 	// graph.
 	Dev string `json:"dev"`
+	// USBPort is, for a USB video device (uvcvideo), the USB interface
+	// the node belongs to as the kernel names it, "1-1.4:1.0": bus 1,
+	// hub port 1, its port 4, configuration 1, interface 0. It says which
+	// port the device is plugged into. Empty for other nodes.
+	USBPort string `json:"usb_port,omitempty"`
 }
 
 // The kinds of HDMI capture, as Kind reports them.
@@ -102,6 +108,13 @@ func (f FS) VideoDevices() ([]VideoDevice, error) {
 		} else if !Absent(err) {
 			return nil, err
 		}
+		if dev.Driver == usbDriver {
+			// The node's device is the interface uvcvideo bound
+			// (uvc_driver.c registers its v4l2_device on &intf->dev).
+			if p, err := filepath.EvalSymlinks(f.Path(d + "/device")); err == nil {
+				dev.USBPort = filepath.Base(p)
+			}
+		}
 		devs = append(devs, dev)
 	}
 	slices.SortFunc(devs, func(a, b VideoDevice) int {
@@ -126,16 +139,46 @@ var (
 	vividDriver = "vivid"
 )
 
-// PickCapture returns the HDMI capture device among devs: the first node 0
-// of a CSI-2 receiver, else the first node 0 of a USB video device, else
-// the first node 0 of vivid (a test machine's stand-in). The
-// other nodes of a Pi (the codec, ISP and camera-stack nodes of
-// bcm2835-codec, bcm2835-isp, pispbe, ...) and the receivers' metadata
-// nodes are not HDMI capture.
-func PickCapture(devs []VideoDevice) (VideoDevice, bool) {
-	for _, drivers := range [][]string{csiDrivers, {usbDriver}, {vividDriver}} {
+// hdmiUSBPorts are the USB interfaces PiKVM takes the HDMI-USB dongle
+// from, by the board's device-tree model: pikvm/kvmd at f14596e8,
+// configs/os/udev/v{0,1}-hdmiusb-rpi{2,3}.rules and
+// v2-hdmiusb-rpi4.rules link /dev/kvmd-video to a USB video node with
+// index 0 only when scripts/kvmd-udev-hdmiusb-check accepts the kernel
+// name of its USB interface (udev's %b, the device ATTRS{bInterfaceNumber}
+// matched). The script knows these models; on any other model of those
+// boards it accepts every port, and the zero2w rules take video0.
+var hdmiUSBPorts = map[string][]string{
+	"Raspberry Pi 2 Model B Rev 1.1":      {"1-1.5:1.0"},
+	"Raspberry Pi 3 Model B Rev 1.2":      {"1-1.5:1.0"},
+	"Raspberry Pi 3 Model B Plus Rev 1.3": {"1-1.2:1.0"},
+	"Raspberry Pi 4 Model B Rev 1.1":      {"1-1.4:1.0", "2-1:1.0"},
+	"Raspberry Pi 4 Model B Rev 1.2":      {"1-1.4:1.0", "2-1:1.0"},
+	"Raspberry Pi 4 Model B Rev 1.4":      {"1-1.4:1.0", "2-1:1.0"},
+	"Raspberry Pi 4 Model B Rev 1.5":      {"1-1.4:1.0", "2-1:1.0"},
+}
+
+// PickCapture returns the HDMI capture device among devs, on a board
+// whose device-tree model is model ("" when there is none): the first
+// node 0 of a CSI-2 receiver, else a node 0 of a USB video device, else
+// the first node 0 of vivid (a test machine's stand-in). Among
+// USB video devices (a dongle, and perhaps a webcam beside it) the one on
+// the port PiKVM's udev rules take the dongle from on this model
+// (hdmiUSBPorts) goes first, so a webcam with a lower node number is not
+// taken for the capture; without one there, the first. (PiKVM would then
+// have no capture at all; this daemon still shows a dongle plugged into
+// another port.) The other nodes of a Pi (the codec, ISP and camera-stack
+// nodes of bcm2835-codec, bcm2835-isp, pispbe, ...) and the receivers'
+// and dongles' metadata nodes are not HDMI capture.
+func PickCapture(devs []VideoDevice, model string) (VideoDevice, bool) {
+	ports := hdmiUSBPorts[model]
+	for _, take := range []func(VideoDevice) bool{
+		func(d VideoDevice) bool { return slices.Contains(csiDrivers, d.Driver) },
+		func(d VideoDevice) bool { return d.Driver == usbDriver && slices.Contains(ports, d.USBPort) },
+		func(d VideoDevice) bool { return d.Driver == usbDriver },
+		func(d VideoDevice) bool { return d.Driver == vividDriver },
+	} {
 		for _, d := range devs {
-			if d.Index == 0 && slices.Contains(drivers, d.Driver) {
+			if d.Index == 0 && take(d) {
 				return d, true
 			}
 		}
@@ -294,7 +337,8 @@ func ReadVideo(f FS, v V4L2) (Video, error) {
 	if err != nil {
 		return Video{}, err
 	}
-	d, ok := PickCapture(devs)
+	dt, _ := f.DeviceTree() // without one, no model: no port is PiKVM's
+	d, ok := PickCapture(devs, dt.Model)
 	if !ok {
 		return Video{}, fmt.Errorf("no HDMI capture among %d video devices: %w", len(devs), fs.ErrNotExist)
 	}

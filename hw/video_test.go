@@ -99,26 +99,47 @@ func TestPickCapture(t *testing.T) {
 	isp := dev(13, "bcm2835-isp0-output0", 0, "bcm2835-isp")
 	pisp := dev(20, "pispbe-input", 0, "pispbe")
 	hevc := dev(19, "rpivid", 0, "rpivid")
+	// A webcam at video0 on USB port 1 of a Pi 4, and the dongle at
+	// video2 on port 4, the port PiKVM's rules take it from (SOURCES.md:
+	// pi4-usb-webcam-ms2109).
+	port := func(d VideoDevice, p string) VideoDevice { d.USBPort = p; return d }
+	webcam := port(dev(0, "USB 2.0 Camera: USB Camera", 0, "uvcvideo"), "1-1.1:1.0")
+	webcamMeta := port(dev(1, "USB 2.0 Camera: USB Camera", 1, "uvcvideo"), "1-1.1:1.0")
+	dongle := port(dev(2, "USB Video: USB Video", 0, "uvcvideo"), "1-1.4:1.0")
+	dongleMeta := port(dev(3, "USB Video: USB Video", 1, "uvcvideo"), "1-1.4:1.0")
+	dongleUSB3 := port(dev(2, "USB3.0 Capture", 0, "uvcvideo"), "2-1:1.0")
+	pi4, pi3p := "Raspberry Pi 4 Model B Rev 1.1", "Raspberry Pi 3 Model B Plus Rev 1.3"
 	vivid := dev(3, "vivid-000-vid-cap", 0, "vivid")
 	for _, tt := range []struct {
-		name string
-		devs []VideoDevice
-		want VideoDevice
-		ok   bool
+		name  string
+		devs  []VideoDevice
+		model string
+		want  VideoDevice
+		ok    bool
 	}{
-		{"pi4 tc358743", []VideoDevice{unicam, unicamMeta, codec, isp}, unicam, true},
-		{"pi5 tc358743", []VideoDevice{cfe, dev(1, "rp1-cfe-csi2_ch1", 1, "rp1-cfe"), dev(4, "rp1-cfe-fe_image0", 4, "rp1-cfe"), hevc, pisp}, cfe, true},
-		{"usb dongle", []VideoDevice{uvc, uvcMeta, codec, isp}, uvc, true},
-		{"csi before a usb dongle with a lower node", []VideoDevice{uvc, uvcMeta, dev(2, "unicam-image", 0, "unicam")}, dev(2, "unicam-image", 0, "unicam"), true},
-		{"first of two dongles", []VideoDevice{uvc, uvcMeta, uvc2}, uvc, true},
-		{"vivid, a test machine's capture", []VideoDevice{codec, vivid}, vivid, true},
-		{"a real dongle before vivid", []VideoDevice{vivid, uvc2}, uvc2, true},
-		{"codec and isp only", []VideoDevice{codec, isp, pisp, hevc}, VideoDevice{}, false},
-		{"metadata node only", []VideoDevice{unicamMeta, uvcMeta}, VideoDevice{}, false},
-		{"none", nil, VideoDevice{}, false},
+		{"pi4 webcam before the dongle in PiKVM's port", []VideoDevice{webcam, webcamMeta, dongle, dongleMeta, codec}, pi4, dongle, true},
+		{"pi4 Rev 1.5, the dongle in the USB 3 port", []VideoDevice{webcam, webcamMeta, dongleUSB3}, "Raspberry Pi 4 Model B Rev 1.5", dongleUSB3, true},
+		{"pi4 the dongle's metadata node in the port is no capture", []VideoDevice{webcam, webcamMeta, dongleMeta}, pi4, webcam, true},
+		{"pi3 b+ port 1-1.2", []VideoDevice{webcam, port(dev(2, "USB Video: USB Video", 0, "uvcvideo"), "1-1.2:1.0")}, pi3p,
+			port(dev(2, "USB Video: USB Video", 0, "uvcvideo"), "1-1.2:1.0"), true},
+		{"pi3 b+ does not take the pi4's port", []VideoDevice{webcam, dongle}, pi3p, webcam, true},
+		{"nothing in PiKVM's port: the first", []VideoDevice{webcam, port(dev(2, "USB Video: USB Video", 0, "uvcvideo"), "1-1.3:1.0")}, pi4, webcam, true},
+		{"a model PiKVM's check does not know: the first", []VideoDevice{webcam, dongle}, "Raspberry Pi 4 Model B Rev 1.3", webcam, true},
+		{"no device tree: the first", []VideoDevice{webcam, dongle}, "", webcam, true},
+		{"csi before a dongle in PiKVM's port", []VideoDevice{dongle, dev(4, "unicam-image", 0, "unicam")}, pi4, dev(4, "unicam-image", 0, "unicam"), true},
+		{"pi4 tc358743", []VideoDevice{unicam, unicamMeta, codec, isp}, "", unicam, true},
+		{"pi5 tc358743", []VideoDevice{cfe, dev(1, "rp1-cfe-csi2_ch1", 1, "rp1-cfe"), dev(4, "rp1-cfe-fe_image0", 4, "rp1-cfe"), hevc, pisp}, "", cfe, true},
+		{"usb dongle", []VideoDevice{uvc, uvcMeta, codec, isp}, "", uvc, true},
+		{"csi before a usb dongle with a lower node", []VideoDevice{uvc, uvcMeta, dev(2, "unicam-image", 0, "unicam")}, "", dev(2, "unicam-image", 0, "unicam"), true},
+		{"first of two dongles", []VideoDevice{uvc, uvcMeta, uvc2}, "", uvc, true},
+		{"vivid, a test machine's capture", []VideoDevice{codec, vivid}, "", vivid, true},
+		{"a real dongle before vivid", []VideoDevice{vivid, uvc2}, "", uvc2, true},
+		{"codec and isp only", []VideoDevice{codec, isp, pisp, hevc}, "", VideoDevice{}, false},
+		{"metadata node only", []VideoDevice{unicamMeta, uvcMeta}, "", VideoDevice{}, false},
+		{"none", nil, "", VideoDevice{}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := PickCapture(tt.devs)
+			got, ok := PickCapture(tt.devs, tt.model)
 			if ok != tt.ok || got != tt.want {
 				t.Errorf("PickCapture() = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
 			}

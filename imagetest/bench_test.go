@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,19 @@ type figures struct {
 	daemonStart                                                   time.Duration
 	rssIdle, rssAfter                                             int // KiB
 	streamer                                                      streamerFigures
+	// signalToEvent: vivid's signal switched by v4l2-ctl to the streamer
+	// event at an /api/ws client (testVideo).
+	signalToEvent []time.Duration
+}
+
+// durationMedian returns the median of ds and their maximum; zero for none.
+func durationMedian(ds []time.Duration) (time.Duration, time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2], s[len(s)-1]
 }
 
 func (f *figures) report(t *testing.T) {
@@ -96,6 +110,10 @@ func (f *figures) markdown(now time.Time) string {
 		w("| streamer: a stream request with the streamer stopped to its first frame, through the daemon | %.0f ms |", sf.firstFrame)
 		w("| streamer: `kill -9` of ustreamer to a snapshot from the new one (1 s backoff) | %.1f s |", sf.restart.Seconds())
 		w("| streamer: the last client gone to ustreamer stopped (`--streamer-shutdown-delay` 10 s) | %.1f s |", sf.stopAfter.Seconds())
+	}
+	if med, maxd := durationMedian(f.signalToEvent); len(f.signalToEvent) > 0 {
+		w("| vivid's signal switched (`v4l2-ctl -c dv_timings_signal_mode`, no signal and back) to the `streamer` event at an `/api/ws` client, median of %d (max) | %.2f s (%.2f s) |",
+			len(f.signalToEvent), med.Seconds(), maxd.Seconds())
 	}
 	w("| install boot: `apt install ./kvmd_*.deb` in the never-booted system, power off | %.0f s |", f.install.Seconds())
 	if f.imageBuilt {

@@ -160,9 +160,11 @@ func (s *system) testGadget(t *testing.T) {
 	if ts == 0 || ds == 0 || ts > ds {
 		t.Errorf("kvmd-otg.service became active at %d µs, kvmd.service started at %d µs: want before", ts, ds)
 	}
-	if log := sh.must(t, "journalctl -b -o cat -u kvmd-otg.service"); !strings.Contains(log, "bound gadget kvmd to "+testUDC) {
+	log := sh.must(t, "journalctl -b -o short-monotonic -u kvmd-otg.service")
+	if !strings.Contains(log, "bound gadget kvmd to "+testUDC) {
 		t.Errorf("kvmd-otg.service's log does not say it bound the gadget:\n%s", log)
 	}
+	t.Logf("kvmd-otg.service at boot:\n%s", log)
 	if udc := sh.must(t, "cat "+gadgetDir+"/UDC"); udc != testUDC {
 		t.Fatalf("%s/UDC: %q, want %s", gadgetDir, udc, testUDC)
 	}
@@ -222,4 +224,208 @@ func (s *system) testGadget(t *testing.T) {
 		t.Errorf("after a second start the host sees %v, before %v", h2, h)
 	}
 	t.Logf("gadget checks: %v", time.Since(start).Round(100*time.Millisecond))
+}
+
+// hidMSD is what /api/hid and /api/msd say of the gadget's functions.
+type hidMSD struct {
+	hidEnabled, hidOnline, kbdOnline, mouseOnline bool
+	msdEnabled, msdOnline                         bool
+}
+
+func (s *system) readHIDMSD(t *testing.T) hidMSD {
+	t.Helper()
+	var hid struct {
+		Enabled  bool `json:"enabled"`
+		Online   bool `json:"online"`
+		Keyboard struct {
+			Online bool `json:"online"`
+		} `json:"keyboard"`
+		Mouse struct {
+			Online bool `json:"online"`
+		} `json:"mouse"`
+	}
+	var msd struct {
+		Enabled bool `json:"enabled"`
+		Online  bool `json:"online"`
+	}
+	s.getJSON(t, "/api/hid", &hid)
+	s.getJSON(t, "/api/msd", &msd)
+	return hidMSD{hid.Enabled, hid.Online, hid.Keyboard.Online, hid.Mouse.Online, msd.Enabled, msd.Online}
+}
+
+// usbView is the gadget's state as the daemon shows it, in short.
+type usbView struct {
+	status    string
+	udc       string
+	connected bool
+	gadget    bool
+	api       hidMSD
+}
+
+func (s *system) readUSBView(t *testing.T) usbView {
+	t.Helper()
+	u := s.hwUSB(t)
+	v := usbView{status: u.Status, connected: u.Connected, gadget: u.Gadget != nil, api: s.readHIDMSD(t)}
+	if u.UDC != nil {
+		v.udc = *u.UDC
+	}
+	return v
+}
+
+// kernelUSB is the controller's and the host side's state as root reads
+// them: the gadget's UDC attribute, the controller's state and function,
+// and what the host side sees. dummy_hcd leaves state "configured" after
+// an unbind: only the three together say what is true.
+type kernelUSB struct {
+	bound, state, function string
+	host                   hostSide
+}
+
+func (s *system) readKernelUSB(t *testing.T) kernelUSB {
+	t.Helper()
+	sh := s.m.shell
+	k := kernelUSB{host: s.readHostSide(t)}
+	k.bound, _ = sh.run(t, "cat "+gadgetDir+"/UDC 2>/dev/null")
+	k.state = sh.must(t, "cat /sys/class/udc/"+testUDC+"/state")
+	k.function = sh.must(t, "cat /sys/class/udc/"+testUDC+"/function")
+	return k
+}
+
+// testUSBStates drives the gadget through an unbind, a rebind, "kvmd otg
+// stop" and a start again, and checks at each state hw.usb, /api/hid and
+// /api/msd against what the kernel and the host side say, each within
+// the daemon's refresh (the info cache's second and the device poll).
+func (s *system) testUSBStates(t *testing.T) {
+	sh := s.m.shell
+	start := time.Now()
+	bound := usbView{status: "ok", udc: testUDC, connected: true, gadget: true,
+		api: hidMSD{hidEnabled: true, hidOnline: true, kbdOnline: true, mouseOnline: true, msdEnabled: true, msdOnline: true}}
+	// A gadget whose configuration links the functions, bound to nothing:
+	// the drive is still there (kvmd's MSD is online while its function is
+	// in the configuration), the keyboard and mouse are not.
+	unbound := usbView{status: "no_gadget", gadget: true,
+		api: hidMSD{hidEnabled: true, msdEnabled: true, msdOnline: true}}
+	stopped := usbView{status: "no_gadget"}
+
+	// expect waits for the daemon to show want, and logs how long it took
+	// after the change.
+	expect := func(state string, changed time.Time, want usbView) {
+		t.Helper()
+		var got usbView
+		if !waitFor(context.Background(), 10*time.Second, 100*time.Millisecond, func() bool {
+			got = s.readUSBView(t)
+			return got == want
+		}) {
+			t.Errorf("%s: the daemon shows %+v, want %+v", state, got, want)
+			return
+		}
+		t.Logf("%s: the daemon showed it %v after the change", state, time.Since(changed).Round(10*time.Millisecond))
+	}
+	hostGone := func(state string) kernelUSB {
+		t.Helper()
+		var k kernelUSB
+		if !waitFor(context.Background(), 20*time.Second, 500*time.Millisecond, func() bool {
+			k = s.readKernelUSB(t)
+			return !k.host.keyboard && !k.host.mouse && k.host.disk == "" && !k.host.usbDevice
+		}) {
+			t.Errorf("%s: the host side still sees %v", state, k.host)
+		}
+		return k
+	}
+	hostBack := func(state string) {
+		t.Helper()
+		var k kernelUSB
+		if !waitFor(context.Background(), 30*time.Second, 500*time.Millisecond, func() bool {
+			k = s.readKernelUSB(t)
+			return k.host.keyboard && k.host.mouse && k.host.disk != "" && k.host.usbDevice && k.state == "configured"
+		}) {
+			t.Errorf("%s: the host side sees %v, state %q", state, k.host, k.state)
+		}
+		// The kernel made the nodes anew: udev's rule gave them to kvmd.
+		if out := sh.must(t, "stat -c '%n %U:%G %a' /dev/hidg0 /dev/hidg1"); out != "/dev/hidg0 kvmd:kvmd 600\n/dev/hidg1 kvmd:kvmd 600" {
+			t.Errorf("%s: the nodes:\n%s", state, out)
+		}
+	}
+
+	if v := s.readUSBView(t); v != bound {
+		t.Fatalf("bound at boot: the daemon shows %+v, want %+v", v, bound)
+	}
+
+	// An unbind by hand, as a user or another tool may do.
+	sh.must(t, "echo > "+gadgetDir+"/UDC")
+	changed := time.Now()
+	t.Logf("device state: gadget kvmd unbound from %s (echo > UDC)", testUDC)
+	expect("unbound", changed, unbound)
+	k := hostGone("unbound")
+	t.Logf("unbound: UDC %q, %s state %q (stale: dummy_hcd keeps it), function %q, host side %v", k.bound, testUDC, k.state, k.function, k.host)
+	if k.bound != "" || k.function != "" {
+		t.Errorf("unbound: UDC %q, function %q", k.bound, k.function)
+	}
+
+	// Bound again by hand: the nodes are new.
+	sh.must(t, "echo "+testUDC+" > "+gadgetDir+"/UDC")
+	changed = time.Now()
+	t.Logf("device state: gadget kvmd bound to %s again (echo %s > UDC)", testUDC, testUDC)
+	expect("rebound", changed, bound)
+	hostBack("rebound")
+
+	// kvmd otg stop: the gadget is gone.
+	took := time.Now()
+	if out := sh.must(t, "kvmd otg stop"); !strings.Contains(out, "removed gadget kvmd") {
+		t.Errorf("kvmd otg stop:\n%s", out)
+	}
+	changed = time.Now()
+	t.Logf("kvmd otg stop took %v", changed.Sub(took).Round(10*time.Millisecond))
+	t.Logf("device state: gadget kvmd removed (kvmd otg stop)")
+	expect("stopped", changed, stopped)
+	k = hostGone("stopped")
+	if out, st := sh.run(t, "ls -d "+gadgetDir+" /dev/hidg* 2>&1"); st == 0 {
+		t.Errorf("stopped: left behind:\n%s", out)
+	}
+	t.Logf("stopped: %s state %q, function %q", testUDC, k.state, k.function)
+	if out := sh.must(t, "kvmd otg stop"); !strings.Contains(out, "nothing to stop") {
+		t.Errorf("kvmd otg stop again:\n%s", out)
+	}
+	var u usbState
+	if err := json.Unmarshal([]byte(sh.must(t, "kvmd otg status")), &u); err != nil || u.Status != "no_gadget" || u.Reason == nil ||
+		!strings.Contains(*u.Reason, "holds no gadget") {
+		t.Errorf("kvmd otg status after stop: %+v %v", u, err)
+	}
+
+	// The errors a user meets, on the real kernel: a controller that is
+	// not there, and one another gadget holds (changing nothing).
+	if out, st := sh.run(t, "kvmd otg start --udc nope"); st != 1 ||
+		!strings.Contains(out, "no USB device controller named nope: /sys/class/udc has "+testUDC) {
+		t.Errorf("kvmd otg start --udc nope: exit status %d\n%s", st, out)
+	}
+	const other = "/sys/kernel/config/usb_gadget/other"
+	sh.must(t, "mkdir "+other+" "+other+"/configs/c.1 "+other+"/functions/mass_storage.x && "+
+		"ln -s "+other+"/functions/mass_storage.x "+other+"/configs/c.1/ && echo "+testUDC+" > "+other+"/UDC")
+	t.Logf("device state: another gadget bound to %s", testUDC)
+	out, st := sh.run(t, "kvmd otg start")
+	if st != 1 || !strings.Contains(out, "the USB device controller is in use: gadget other is bound to "+testUDC) {
+		t.Errorf("kvmd otg start with another gadget bound: exit status %d\n%s", st, out)
+	}
+	if _, st := sh.run(t, "test -e "+gadgetDir); st == 0 {
+		t.Errorf("kvmd otg start made its gadget beside another's bound one")
+	}
+	sh.must(t, "echo > "+other+"/UDC && rm "+other+"/configs/c.1/mass_storage.x && rmdir "+other+"/configs/c.1 "+other+"/functions/mass_storage.x "+other)
+	t.Logf("device state: the other gadget removed")
+
+	// And back, through the unit, as at boot.
+	took = time.Now()
+	sh.must(t, "systemctl restart kvmd-otg.service")
+	changed = time.Now()
+	t.Logf("systemctl restart kvmd-otg.service took %v", changed.Sub(took).Round(10*time.Millisecond))
+	t.Logf("device state: gadget kvmd made and bound to %s again (systemctl restart kvmd-otg)", testUDC)
+	expect("restarted", changed, bound)
+	hostBack("restarted")
+	// The daemon's sandbox named /dev/hidg* by its major when it started;
+	// the gadget made anew gets the same one back, so the daemon still
+	// reaches the new nodes without a restart.
+	s.installProbe(t)
+	if got := probeResults(s.inSandbox(t, true, "open rw /dev/hidg0 /dev/hidg1")); got["open-rw /dev/hidg0"] != "ok" || got["open-rw /dev/hidg1"] != "ok" {
+		t.Errorf("after the gadget was made anew, the daemon's sandbox: %v", got)
+	}
+	t.Logf("USB state checks: %v", time.Since(start).Round(100*time.Millisecond))
 }

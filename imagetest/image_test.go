@@ -61,6 +61,7 @@ func TestBootedSystem(t *testing.T) {
 	}
 	run(t, "cp", deb, "setup/setup", "setup/kvmd-imagetest-shell.service",
 		"setup/kvmd-imagetest-modules.conf", "setup/kvmd-imagetest-modprobe.conf", share)
+	buildProbe(t, share)
 	sockDir, err := os.MkdirTemp("", "kvmd-it")
 	if err != nil {
 		t.Fatal(err)
@@ -117,9 +118,14 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("units", sys.testUnits)
 	t.Run("info", sys.testInfo)
 	t.Run("gadget", sys.testGadget)
+	t.Run("sandbox", sys.testSandbox)
+	t.Run("usb states", sys.testUSBStates)
+	t.Run("video", func(t *testing.T) { sys.testVideo(t, &fig) })
 	t.Run("streamer", func(t *testing.T) { sys.testStreamer(t, &fig) })
+	t.Run("gpio", sys.testGPIO)
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
+	t.Run("credentials", sys.testCredentials)
 	fig.rssAfter = sys.daemonRSS(t)
 	t.Run("watchdog", func(t *testing.T) { sys.testWatchdog(t, &fig) })
 	t.Run("reboot", func(t *testing.T) { sys.testReboot(t, &fig) })

@@ -38,7 +38,8 @@ func boardSource(t *testing.T, board string) *info.Source {
 	fs := hw.New(root)
 	fake := &v4l2test.Fake{}
 	if devs, err := fs.VideoDevices(); err == nil {
-		if c, ok := hw.PickCapture(devs); ok {
+		dt, _ := fs.DeviceTree()
+		if c, ok := hw.PickCapture(devs, dt.Model); ok {
 			fake.Set(fs.Path(strings.TrimPrefix(c.Node, "/")), v4l2test.Device{Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60}})
 		}
 	}

@@ -24,8 +24,9 @@ import (
 // item that still holds items or links the user made; only existing
 // attributes can be written; a gadget is bound by writing a controller's
 // name to UDC (ENODEV for none, EBUSY when another gadget holds it), which
-// makes the hid functions' device nodes; an unknown function type is
-// ENOENT; cdrom and ro are EBUSY while a medium is in.
+// makes the hid functions' device nodes; linking a function into a bound
+// gadget is EINVAL, unlinking one unbinds the gadget; an unknown function
+// type is ENOENT; cdrom and ro are EBUSY while a medium is in.
 type modelFS struct {
 	nodes map[string]*node
 	udcs  []string
@@ -204,6 +205,14 @@ func (m *modelFS) files(dir string, names ...string) {
 }
 
 func (m *modelFS) defDir(p string) { m.add(p, &node{kind: kDir, def: true}) }
+
+func (m *modelFS) Owner(rel string) (int, error) {
+	n, ok := m.nodes[rel]
+	if !ok {
+		return -1, perr("stat", rel, fs.ErrNotExist)
+	}
+	return n.uid, nil
+}
 
 func (m *modelFS) Mkdir(rel string) error {
 	if _, ok := m.nodes[rel]; ok {
@@ -401,7 +410,7 @@ func (m *modelFS) Symlink(target, link string) error {
 		return perr("symlink", link, fs.ErrExist)
 	}
 	if m.bound(g) != "" {
-		return perr("symlink", link, syscall.EBUSY)
+		return perr("symlink", link, syscall.EINVAL) // config_usb_cfg_link
 	}
 	m.log = append(m.log, "symlink "+link)
 	m.nodes[link] = &node{kind: kLink, target: t, mode: 0o777}
@@ -418,6 +427,10 @@ func (m *modelFS) Remove(rel string) error {
 	}
 	m.log = append(m.log, "remove "+rel)
 	if n.kind == kLink {
+		// config_usb_cfg_unlink unbinds a bound gadget first.
+		if g, _, _ := gadgetOf(rel); m.bound(g) != "" {
+			m.unbindModel(g)
+		}
 		delete(m.nodes, rel)
 		return nil
 	}

@@ -2,6 +2,7 @@ package otg
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -21,6 +22,8 @@ type cfs interface {
 	// OwnedBy reports whether rel belongs to uid with permission bits
 	// mode.
 	OwnedBy(rel string, uid int, mode fs.FileMode) bool
+	// Owner returns the user rel belongs to.
+	Owner(rel string) (int, error)
 	Mkdir(rel string) error
 	// WriteFile writes an attribute that exists, in one write (configfs
 	// takes an attribute's value from a single write).
@@ -70,6 +73,18 @@ func (f osFS) OwnedBy(rel string, uid int, mode fs.FileMode) bool {
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && int(st.Uid) == uid && fi.Mode().Perm() == mode
+}
+
+func (f osFS) Owner(rel string) (int, error) {
+	fi, err := os.Stat(f.path(rel))
+	if err != nil {
+		return -1, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return -1, fmt.Errorf("%s: no owner", rel)
+	}
+	return int(st.Uid), nil
 }
 
 func (f osFS) Mkdir(rel string) error { return os.Mkdir(f.path(rel), 0o755) }

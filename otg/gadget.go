@@ -195,6 +195,9 @@ func (g *Manager) Start(ctx context.Context, c Settings) (Result, error) {
 	case diff == "" && bound == udc:
 		r.UDC = udc
 		r.note("gadget %s already bound to %s: nothing changed", Gadget, udc)
+		if err := g.ownLUN(c, &r, true); err != nil {
+			return r, err
+		}
 		r.Nodes, err = g.ownNodes(ctx, c, &r)
 		return r, err
 	case diff == "" && bound != "":
@@ -224,8 +227,36 @@ func (g *Manager) Start(ctx context.Context, c Settings) (Result, error) {
 	}
 	r.Changed, r.UDC = true, udc
 	r.note("bound gadget %s to %s", Gadget, udc)
+	if err := g.ownLUN(c, &r, false); err != nil {
+		return r, err
+	}
 	r.Nodes, err = g.ownNodes(ctx, c, &r)
 	return r, err
+}
+
+// ownLUN gives the drive's attributes the daemon writes (lunOwned) to UID,
+// those that are not its already; after the gadget is bound, and on every
+// Start, so that the daemon can insert media whatever happened since.
+// With say, it notes when it had to.
+func (g *Manager) ownLUN(c Settings, r *Result, say bool) error {
+	if c.UID < 0 {
+		return nil
+	}
+	var given []string
+	for _, name := range lunOwned {
+		p := path.Join(LUNDir(), name)
+		if uid, err := g.fs.Owner(p); err == nil && uid == c.UID {
+			continue
+		}
+		if err := g.fs.Chown(p, c.UID, c.GID); err != nil {
+			return fmt.Errorf("otg: giving %s to uid %d: %w", p, c.UID, err)
+		}
+		given = append(given, name)
+	}
+	if say && len(given) > 0 {
+		r.note("gave the drive's %s to uid %d again", strings.Join(given, ", "), c.UID)
+	}
+	return nil
 }
 
 // Stop unbinds the gadget and removes it from configfs; without one it
@@ -573,14 +604,6 @@ func (g *Manager) create(c Settings) (err error) {
 		}
 		if err := g.fs.WriteFile(p, a.data); err != nil {
 			return fmt.Errorf("otg: writing %s: %w", a.path, err)
-		}
-	}
-	if c.UID >= 0 {
-		for _, name := range lunOwned {
-			p := path.Join(LUNDir(), name)
-			if err := g.fs.Chown(p, c.UID, c.GID); err != nil {
-				return fmt.Errorf("otg: giving %s to uid %d: %w", p, c.UID, err)
-			}
 		}
 	}
 	for _, fn := range functions {

@@ -86,10 +86,13 @@ func TestStart(t *testing.T) {
 	if n := m.nodes[LUNDir()+"/removable"]; n.uid != 0 {
 		t.Errorf("lun.0/removable given away")
 	}
-	// Binding is the last change: the kernel fixes a bound gadget's
-	// functions.
-	if last := m.log[len(m.log)-1]; last != "write "+GadgetDir+"/UDC" {
-		t.Errorf("the last change was %q", last)
+	// Binding comes after every attribute and link (the kernel fixes a
+	// bound gadget's functions); only the LUN's owner is set after it.
+	bind := slices.Index(m.log, "write "+GadgetDir+"/UDC")
+	for _, l := range m.log[bind+1:] {
+		if !strings.HasPrefix(l, "chown "+LUNDir()+"/") {
+			t.Errorf("after binding: %q", l)
+		}
 	}
 	// Nothing given to the user by Start itself: udev's rule did it.
 	if slices.ContainsFunc(m.log, func(l string) bool { return strings.HasPrefix(l, "chown dev/") }) {
@@ -118,8 +121,9 @@ func TestStartNoUdevRule(t *testing.T) {
 // change makes the gadget anew; a moved controller rebinds it.
 func TestStartIdempotent(t *testing.T) {
 	m := newModel().withUDC("a.usb").withUDC("b.usb")
+	m.udevUID = kvmdUID
 	s := quick()
-	s.UDC = "a.usb"
+	s.UDC, s.UID, s.GID = "a.usb", kvmdUID, kvmdUID
 	started(t, m, s)
 	n := len(m.log)
 	r := started(t, m, s)
@@ -149,6 +153,15 @@ func TestStartIdempotent(t *testing.T) {
 	m.nodes[LUNDir()+"/file"].data = []byte("/var/lib/kvmd/msd/x.iso\n")
 	if r := started(t, m, s); r.Changed {
 		t.Errorf("Start after the daemon inserted a medium: %+v", r)
+	}
+
+	// Attributes that lost their owner are given back, and nothing else
+	// is done (the booted test once found them root's after a start).
+	m.nodes[LUNDir()+"/ro"].uid = 0
+	n = len(m.log)
+	r = started(t, m, s)
+	if r.Changed || m.nodes[LUNDir()+"/ro"].uid != kvmdUID || !strings.Contains(strings.Join(r.Notes, "\n"), "gave the drive's ro to uid 1000 again") {
+		t.Errorf("Start with a LUN attribute root's: %+v, changes %q", r, m.log[n:])
 	}
 
 	// An unbound gadget is bound again.

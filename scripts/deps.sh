@@ -23,13 +23,13 @@
 # the daemon's metrics in cmd/kvmd/metrics_e2e_test.go; the test runs its own
 # server, so the package's service is neither started (policy-rc.d below)
 # nor enabled. Its promtool lints the exposition (metrics/) and tests the
-# shipped alert rules (make rules).
+# shipped alert rules (make rules). nginx is the reverse proxy of PiKVM's
+# layout: tools/webtest runs it configured as PiKVM's in front of the daemon,
+# and the booted-system test serves PiKVM's own web pages from it (its
+# service, like prometheus's, is neither started nor enabled).
 # ustreamer, PiKVM's MJPEG streamer, is the program the daemon runs for video
 # (package streamer): its tests run it without a capture device, where it
-# serves its "NO SIGNAL" picture over its unix socket. nginx is the reverse
-# proxy of PiKVM's layout: the booted-system test serves PiKVM's own web pages
-# from it in front of the daemon (its service, like prometheus's, is neither
-# started nor enabled).
+# serves its "NO SIGNAL" picture over its unix socket.
 # The booted-system test (make image-test, imagetest/): mmdebstrap builds a
 # Debian arm64 system from Debian's packages, running their maintainer
 # scripts under qemu-user-static through binfmt_misc (arch-test is how

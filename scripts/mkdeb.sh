@@ -60,6 +60,8 @@ put 0644 "$top/systemd/sysusers.d/kvmd.conf" usr/lib/sysusers.d/kvmd.conf
 # keyboard's and mouse's device nodes for the user kvmd alone.
 put 0644 "$top/systemd/modules-load.d/kvmd.conf" usr/lib/modules-load.d/kvmd.conf
 put 0644 "$top/systemd/udev/90-kvmd-otg.rules" usr/lib/udev/rules.d/90-kvmd-otg.rules
+# The GPIO chips for the group gpio, as Raspberry Pi OS has them.
+put 0644 "$top/systemd/udev/90-kvmd-gpio.rules" usr/lib/udev/rules.d/90-kvmd-gpio.rules
 # For fleets: the alert rules for a central Prometheus, and the
 # configuration of systemd-journal-upload (package systemd-journal-remote;
 # off until an operator sets its URL and enables the service).

@@ -93,7 +93,8 @@ func FindCapture(f hw.FS) (Capture, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Capture{}, err
 	}
-	d, ok := hw.PickCapture(devs)
+	dt, _ := f.DeviceTree() // the model decides a dongle's port, as for hw.ReadVideo
+	d, ok := hw.PickCapture(devs, dt.Model)
 	if !ok {
 		return Capture{}, fmt.Errorf("%w among %d video devices", ErrNoCapture, len(devs))
 	}

@@ -56,6 +56,7 @@ type Config struct {
 	TrustedProxy             []string `yaml:"trusted-proxy"`
 	MaxConnections           int      `yaml:"max-connections"`
 	MaxConnectionsPerAddress int      `yaml:"max-connections-per-address"`
+	MaxWebSocketsPerUser     int      `yaml:"max-websockets-per-user"`
 
 	// External authentication: which backend checks the passwords of
 	// every user but AuthLocalUsers, and each backend's settings.
@@ -97,6 +98,7 @@ func defaultConfig() Config {
 		MaxConnections:  httpd.DefaultMaxConns,
 		// Set apart from the other defaults: gofmt aligns a block.
 		MaxConnectionsPerAddress: httpd.DefaultMaxConnsPerAddr,
+		MaxWebSocketsPerUser:     httpd.DefaultMaxWSPerUser,
 		AuthBackend:              "file",
 		AuthLocalUsers:           []string{"admin"},
 		AuthCacheTTL:             auth.DefaultCacheTTL,
@@ -171,6 +173,7 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.Var(&listFlag{list: &cfg.TrustedProxy}, "trusted-proxy", "`network` (CIDR, or one address) of a reverse proxy whose X-Real-IP, X-Forwarded-For or Forwarded is believed over TCP (repeatable; the unix socket always is)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most connections open at once; beyond, the oldest idle or slow one is closed, or the new one if all are busy")
 	fs.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", cfg.MaxConnectionsPerAddress, "most connections open at once from one client address (IPv6: one /64; trusted proxies and the unix socket exempt)")
+	fs.IntVar(&cfg.MaxWebSocketsPerUser, "max-websockets-per-user", cfg.MaxWebSocketsPerUser, "most /api/ws WebSockets one user holds at once, all their sessions and tokens together (beyond: 429)")
 
 	fs.StringVar(&cfg.AuthBackend, "auth-backend", cfg.AuthBackend, "who checks passwords: file (the users file), ldap, radius or http")
 	fs.Var(&listFlag{list: &cfg.AuthLocalUsers}, "auth-local-users", "`users` checked against the users file only, never the backend (repeatable or comma-separated; empty: none)")
@@ -256,6 +259,9 @@ func (c *Config) check() error {
 	}
 	if c.MaxConnectionsPerAddress < 1 || c.MaxConnectionsPerAddress > c.MaxConnections {
 		return errors.New("--max-connections-per-address must be from 1 to --max-connections")
+	}
+	if c.MaxWebSocketsPerUser < 1 {
+		return errors.New("--max-websockets-per-user must be at least 1")
 	}
 	if err := c.checkStreamer(); err != nil {
 		return err

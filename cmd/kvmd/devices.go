@@ -78,5 +78,8 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, log *sl
 		return slices.ContainsFunc(ds.Channels(), func(p hw.PinSpec) bool { return p.Name == name })
 	}
 	go ds.Watch(ctx, devicePoll, hub.Publish)
+	// kvmd's info events after the greeting (health, uptime, node), read
+	// only while a WebSocket client listens.
+	go src.Watch(ctx, info.EventEvery, func() bool { return hub.Len() > 0 }, hub.Publish)
 	return d, func() { cancel(); <-atxDone }, nil
 }

@@ -110,3 +110,32 @@ func TestTrustedProxyServe(t *testing.T) {
 		t.Errorf("the fourth connection from one address: %v, want it closed", err)
 	}
 }
+
+// TestWebSocketShareConfig: --max-websockets-per-user and its config key,
+// 16 by default, at least 1.
+func TestWebSocketShareConfig(t *testing.T) {
+	users := usersFile(t, "admin", "pw")
+	file := filepath.Join(t.TempDir(), "kvmd.yaml")
+	os.WriteFile(file, []byte("users: "+users+"\nmax-websockets-per-user: 3\n"), 0o600)
+	for _, tt := range []struct {
+		args    []string
+		want    int
+		wantErr bool
+	}{
+		{[]string{"--users", users}, 16, false},
+		{[]string{"--config", file}, 3, false},
+		{[]string{"--config", file, "--max-websockets-per-user", "40"}, 40, false},
+		{[]string{"--users", users, "--max-websockets-per-user", "0"}, 0, true},
+	} {
+		cfg, err := parseServe(tt.args, io.Discard)
+		if tt.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "--max-websockets-per-user") {
+				t.Errorf("%v: err %v, want one naming --max-websockets-per-user", tt.args, err)
+			}
+			continue
+		}
+		if err != nil || cfg.MaxWebSocketsPerUser != tt.want {
+			t.Errorf("%v: %d, %v; want %d", tt.args, cfg.MaxWebSocketsPerUser, err, tt.want)
+		}
+	}
+}

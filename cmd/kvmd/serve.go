@@ -18,12 +18,12 @@ import (
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/jonboulle/clockwork"
 
 	"kvmd/auth"
 	"kvmd/httpd"
 	"kvmd/hw"
 	"kvmd/info"
-	"kvmd/internal/usersfile"
 	"kvmd/journal"
 	"kvmd/metrics"
 	"kvmd/streamer"
@@ -51,15 +51,32 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		mailbox = hw.VCIO{}
 		// periph's drivers register the board's real GPIO pins. On a
 		// fixture root they would be this machine's, not the tree's.
-		if ok, err := hw.InitGPIO(); err != nil {
+		ok, err := hw.InitGPIO()
+		if err != nil {
 			log.Warn("GPIO unavailable", "err", err)
-		} else if !ok {
+		}
+		chips, cerr := hw.GPIOChips()
+		if cerr != nil {
+			// Not in the group owning /dev/gpiochip* (gpio on Raspberry
+			// Pi OS and the image; the package's udev rule elsewhere).
+			log.Warn("GPIO chip cannot be opened", "err", cerr)
+		}
+		for _, c := range chips {
+			log.Info("GPIO chip", "chip", c.Name, "label", c.Label, "lines", c.Lines, "named", c.Named)
+		}
+		if !ok && err == nil && cerr == nil && len(chips) == 0 {
 			log.Info("no GPIO on this machine")
 		}
 	}
 
 	authLog := log.With("component", "auth")
-	users, err := auth.OpenUsers(cfg.Users, authLog)
+	clock := clockwork.NewRealClock()
+	store, err := auth.OpenStore(cfg.Users, auth.StoreConfig{Log: authLog, Clock: clock, Watch: true})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	users, err := auth.NewUsers(store)
 	if err != nil {
 		return err
 	}
@@ -73,7 +90,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	a := auth.New(users, tfa, sessions, auth.NewLimiter(), authLog)
-	a.Tokens = auth.OpenTokens(auth.TokensPath(cfg.Users), authLog)
+	a.Tokens = auth.NewTokens(store, authLog)
+	a.Tokens.Local = a.Local
 	tokensCtx, stopTokens := context.WithCancel(context.Background())
 	tokensDone := make(chan struct{})
 	go func() { defer close(tokensDone); a.Tokens.Run(tokensCtx) }()
@@ -100,12 +118,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--metrics-names: %w", err)
 	}
 	hcfg := httpd.Config{
-		Auth:   a,
-		Tokens: a.Tokens,
-		Users: &usersfile.Store{Path: cfg.Users, Changed: func() {
-			users.Refresh(true)
-			a.Tokens.Refresh(true)
-		}},
+		Auth:      a,
+		Tokens:    a.Tokens,
+		Users:     store,
 		Info:      src,
 		LogSource: jr,
 		Log:       log.With("component", "http"),
@@ -119,6 +134,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		TrustedProxies:  proxies,
 		MaxConns:        cfg.MaxConnections,
 		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
+		MaxWSPerUser:    cfg.MaxWebSocketsPerUser,
+		LogFollowers:    cfg.LogFollowers,
 		Diagnostics:     diagSource(cfg, src, v4l2, a),
 	}
 	var stopDevices func()

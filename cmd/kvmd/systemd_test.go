@@ -330,3 +330,33 @@ func TestSysusers(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemdOTG pins the gadget's unit: a oneshot that makes the gadget
+// before the daemon starts (whose sandbox resolves the hidg major at its
+// start) and removes it at stop, root in configfs and nowhere else.
+func TestSystemdOTG(t *testing.T) {
+	const s = "Service"
+	u := readUnit(t, "kvmd-otg.service")
+	checkDirectives(t, "kvmd-otg.service", u, []directive{
+		list("Unit", "Before", "kvmd.service"),
+		list("Unit", "After", "systemd-modules-load.service", "systemd-udevd.service", "local-fs.target"),
+		one(s, "Type", "oneshot"),
+		one(s, "RemainAfterExit", "yes"),
+		one(s, "ExecStart", "/usr/bin/kvmd otg start --udc-wait 20s"),
+		one(s, "ExecStop", "/usr/bin/kvmd otg stop"),
+		list(s, "User"),
+		list(s, "CapabilityBoundingSet", "CAP_CHOWN", "CAP_FOWNER"),
+		one(s, "ProtectSystem", "strict"),
+		one(s, "ReadWritePaths", "/sys/kernel/config"),
+		one(s, "ProtectKernelTunables", "yes"),
+		one(s, "ProtectKernelModules", "yes"),
+		one(s, "PrivateNetwork", "yes"),
+		one(s, "NoNewPrivileges", "yes"),
+		one(s, "SystemCallFilter", "@system-service"),
+		list("Install", "WantedBy", "multi-user.target"),
+	})
+	// The daemon is ordered after it too, for when it is started by hand.
+	if d := readUnit(t, "kvmd.service"); !slices.Contains(d.words("Unit", "After"), "kvmd-otg.service") {
+		t.Error("kvmd.service is not After=kvmd-otg.service")
+	}
+}

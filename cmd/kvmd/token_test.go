@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 )
 
 func tokenRun(args ...string) (stdout, stderr string, err error) {
@@ -25,8 +24,8 @@ func TestUserRoles(t *testing.T) {
 	if _, _, err := userRun("pw1\n", "add", "alice", "--users", path); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := usersfile.Role(path, "alice"); err != nil || r != auth.RoleAdmin {
-		t.Fatalf("role without a roles file: %v %v, want admin", r, err)
+	if r := roleOf(t, path, "alice"); r != auth.RoleAdmin {
+		t.Fatalf("role without a roles file: %v, want admin", r)
 	}
 	if _, _, err := userRun("pw2\n", "add", "bob", "--role", "viewer", "--users", path); err != nil {
 		t.Fatal(err)
@@ -58,9 +57,19 @@ func TestUserRoles(t *testing.T) {
 	if string(roles) != "alice:operator\n" {
 		t.Errorf("roles file after del = %q", roles)
 	}
-	if list, _ := usersfile.Tokens(path, ""); len(list) != 0 {
-		t.Errorf("tokens of a deleted user kept: %+v", list)
+	if out, _, _ := tokenRun("list", "--users", path); out != "" {
+		t.Errorf("tokens of a deleted user kept: %q", out)
 	}
+}
+
+// roleOf reads user's role as the daemon would.
+func roleOf(t *testing.T, path, user string) auth.Role {
+	t.Helper()
+	s, err := auth.OpenStore(path, auth.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Snapshot().Role(user)
 }
 
 // TestTokenCmd: add prints the token once and stores its hash only; the
@@ -125,11 +134,12 @@ func TestUserSetRevokeTokens(t *testing.T) {
 	}
 	count := func(user string) int {
 		t.Helper()
-		list, err := usersfile.Tokens(path, user)
+		store, err := auth.OpenStore(path, auth.StoreConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(list)
+		defer store.Close()
+		return len(store.Snapshot().Tokens(user))
 	}
 	if _, _, err := userRun("pw2\n", "set", "alice", "--users", path); err != nil || count("alice") != 2 {
 		t.Fatalf("set without --revoke-tokens: %v, %d tokens left", err, count("alice"))

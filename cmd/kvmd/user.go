@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"golang.org/x/term"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 )
 
 const userUsage = "usage: kvmd user list --users FILE\n" +
@@ -24,9 +22,10 @@ const userUsage = "usage: kvmd user list --users FILE\n" +
 
 // userCmd runs "kvmd user list|add|set|del NAME --users FILE". add refuses
 // an existing user, set creates or updates one (as PiKVM's kvmd-htpasswd
-// set does), del removes one. Every edit rewrites the file atomically under
-// a lock and leaves every other line, comments and malformed lines included,
-// as it was.
+// set does), del removes one with its role and API tokens. Every edit goes
+// through the daemon's own credential store (auth.Store): one change of
+// the files under their lock, no crash point halfway, every other line,
+// comments and malformed lines included, left as it was.
 func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	action, fset, err := subcommand("user", args, []string{"list", "add", "set", "del"}, userUsage, stderr)
 	if err != nil {
@@ -70,36 +69,39 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if *revoke && action != "set" {
 		return fmt.Errorf("user %s: --revoke-tokens is for set\n%s", action, userUsage)
 	}
-
+	store, err := openStore(*path, stderr)
+	if err != nil {
+		return err
+	}
 	if action == "del" {
-		err := usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
-			if !f.Delete(name) {
-				return fmt.Errorf("user del: no user %q in %s", name, *path)
+		if err := store.Snapshot().Err(); err != nil {
+			return fmt.Errorf("user del: %w", err)
+		}
+		err := store.Edit(nil, func(e *auth.Edit) error { return e.DeleteUser(name) })
+		if errors.Is(err, auth.ErrNoUser) {
+			return fmt.Errorf("user del: no user %q in %s", name, *path)
+		}
+		return err
+	}
+
+	exists := store.Snapshot().Has(name)
+	if action == "set" && role != auth.RoleNone && exists && !*revoke {
+		// set --role of an existing user changes the role only.
+		err := store.Edit(nil, func(e *auth.Edit) error {
+			if _, ok := e.Users.Lookup(name); !ok {
+				return auth.ErrNoUser
 			}
+			e.Roles.Set(name, role)
 			return nil
 		})
-		if err != nil {
+		if !errors.Is(err, auth.ErrNoUser) {
 			return err
 		}
-		return usersfile.Forget(*path, name)
+		// Removed meanwhile: made anew below, with a password.
 	}
-
-	if action == "set" && role != auth.RoleNone && !*revoke {
-		// set --role of an existing user changes the role only.
-		if exists, err := hasUser(*path, name); err != nil {
-			return err
-		} else if exists {
-			return usersfile.SetRole(*path, name, role, stderr)
-		}
-	}
-
-	if action == "add" {
+	if action == "add" && exists {
 		// Refuse before asking for a password; checked again under the lock.
-		if exists, err := hasUser(*path, name); err != nil {
-			return err
-		} else if exists {
-			return errUserExists(name, *path)
-		}
+		return errUserExists(name, *path)
 	}
 	passwd, err := readPassword(stdin, stderr)
 	if err != nil {
@@ -115,50 +117,44 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("user %s: %w", action, err)
 	}
-	if *revoke {
-		// The tokens go first: should the password write then fail, the
-		// user has lost its tokens (fail closed), never kept them under
-		// a new password.
-		n, err := revokeTokens(*path, name)
-		if err != nil {
-			return fmt.Errorf("user %s: revoking API tokens: %w", action, err)
+	// One change of the files: the entry, the role line and, with
+	// --revoke-tokens, the tokens' removal together (no crash leaves the
+	// old tokens under a new password); a new user with nothing a former
+	// user of the name left.
+	revoked := 0
+	err = store.Edit(nil, func(e *auth.Edit) error {
+		if _, ok := e.Users.Lookup(name); ok {
+			if action == "add" {
+				return auth.ErrUserExists
+			}
+			e.Users.Set(name, hash)
+			if role != auth.RoleNone {
+				e.Roles.Set(name, role)
+			}
+			if *revoke {
+				revoked = len(e.Tokens.List(name))
+				e.RevokeTokens(name)
+			}
+			return nil
 		}
-		fmt.Fprintf(stderr, "kvmd: %d API tokens of %s revoked\n", n, name)
-	}
-	err = usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
-		if _, ok := f.Lookup(name); ok && action == "add" {
-			return errUserExists(name, *path)
-		}
-		f.Set(name, hash)
-		return nil
+		return e.AddUser(name, hash, role)
 	})
-	if err != nil || role == auth.RoleNone {
-		return err
+	if errors.Is(err, auth.ErrUserExists) {
+		return errUserExists(name, *path)
 	}
-	return usersfile.SetRole(*path, name, role, stderr)
+	if err == nil && *revoke {
+		fmt.Fprintf(stderr, "kvmd: %d API tokens of %s revoked\n", revoked, name)
+	}
+	return err
 }
 
-// revokeTokens removes every API token of user from the tokens file next
-// to the users file, in one write, and returns how many.
-func revokeTokens(usersPath, user string) (int, error) {
-	tp := auth.TokensPath(usersPath)
-	if _, err := os.Stat(tp); errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	n := 0
-	err := auth.UpdateTokens(tp, func(f *auth.TokensFile) error {
-		if n = f.DeleteUser(user); n == 0 {
-			return errNoTokens
-		}
-		return nil
-	})
-	if errors.Is(err, errNoTokens) {
-		return 0, nil
-	}
-	return n, err
+// openStore opens the credential files at path for a command: read once,
+// not watched, their malformed lines printed to stderr.
+func openStore(path string, stderr io.Writer) (*auth.Store, error) {
+	return auth.OpenStore(path, auth.StoreConfig{Warn: func(p string, err error) {
+		fmt.Fprintf(stderr, "kvmd: warning: %s: %v\n", p, err)
+	}})
 }
-
-var errNoTokens = errors.New("no tokens")
 
 func errUserExists(name, path string) error {
 	return fmt.Errorf("user add: user %q already exists in %s (use \"kvmd user set\" to change the password)", name, path)
@@ -209,25 +205,16 @@ func parseInterleaved(fset *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func hasUser(path, name string) (bool, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("reading users file: %w", err)
-	}
-	f, _ := auth.ParseHtpasswd(data)
-	_, ok := f.Lookup(name)
-	return ok, nil
-}
-
 func listUsers(path string, stdout, stderr io.Writer) error {
-	f, err := usersfile.Read(path, stderr)
+	store, err := openStore(path, stderr)
 	if err != nil {
 		return err
 	}
-	for _, u := range f.Users() {
+	snap := store.Snapshot()
+	if err := snap.Err(); err != nil {
+		return err
+	}
+	for _, u := range snap.Users() {
 		fmt.Fprintln(stdout, u)
 	}
 	return nil

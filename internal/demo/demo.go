@@ -94,7 +94,13 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 			return nil, err
 		}
 		d.Users = filepath.Join(d.dir, "htpasswd")
-		if err := os.WriteFile(d.Users, []byte("admin:"+hash+"\n"), 0o600); err != nil {
+		// Through the credential store, like every write of the users
+		// file.
+		store, err := auth.OpenStore(d.Users, auth.StoreConfig{})
+		if err != nil {
+			return nil, err
+		}
+		if err := store.Edit(nil, func(e *auth.Edit) error { return e.AddUser("admin", hash, auth.RoleNone) }); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(stdout, "kvmd demo mode: user admin, password %s\n", passwd)
@@ -170,7 +176,8 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 	}
 	fake := &v4l2test.Fake{}
 	if devs, err := fs.VideoDevices(); err == nil {
-		if c, ok := hw.PickCapture(devs); ok {
+		dt, _ := fs.DeviceTree()
+		if c, ok := hw.PickCapture(devs, dt.Model); ok {
 			fake.Set(fs.Path(strings.TrimPrefix(c.Node, "/")), v4l2test.Device{
 				Timings: hw.Timings{Width: 1920, Height: 1080, FPS: 60},
 			})

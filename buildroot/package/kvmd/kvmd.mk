@@ -38,13 +38,24 @@ define KVMD_USERS
 endef
 
 define KVMD_INSTALL_INIT_SYSTEMD
-	$(foreach u,kvmd.service kvmd.socket kvmd-firstboot.service,\
+	$(foreach u,kvmd.service kvmd.socket kvmd-firstboot.service kvmd-otg.service,\
 		$(INSTALL) -D -m 0644 $(@D)/systemd/$(u) \
 			$(TARGET_DIR)/usr/lib/systemd/system/$(u)$(sep))
 	$(INSTALL) -D -m 0644 $(@D)/systemd/sysusers.d/kvmd.conf \
 		$(TARGET_DIR)/usr/lib/sysusers.d/kvmd.conf
 	$(INSTALL) -D -m 0644 $(KVMD_PKGDIR)/80-kvmd.preset \
 		$(TARGET_DIR)/usr/lib/systemd/system-preset/80-kvmd.preset
+endef
+
+# The USB gadget's keyboard and mouse nodes for the user kvmd alone
+# (kvmd-otg.service makes the gadget; the rootfs overlay's modules-load.d
+# loads dwc2 and libcomposite, so the package's own list is not installed),
+# and the GPIO chips for the group gpio: the same rules as the .deb's.
+KVMD_POST_INSTALL_TARGET_HOOKS += KVMD_INSTALL_UDEV_RULES
+define KVMD_INSTALL_UDEV_RULES
+	$(foreach r,90-kvmd-otg.rules 90-kvmd-gpio.rules,\
+		$(INSTALL) -D -m 0644 $(@D)/systemd/udev/$(r) \
+			$(TARGET_DIR)/usr/lib/udev/rules.d/$(r)$(sep))
 endef
 
 # For fleets: the alert rules for a central Prometheus, and the

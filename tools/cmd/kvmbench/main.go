@@ -126,7 +126,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.UILoads, "ui-loads", cfg.UILoads, "counted loads of each web UI page in headless Chromium (0: no web UI rows)")
 	fs.IntVar(&cfg.WSClients, "ws-clients", cfg.WSClients, "/api/ws clients connected at once (0: no /api/ws rows)")
 	fs.IntVar(&cfg.WSSamples, "ws-samples", cfg.WSSamples, "power clicks timed through /api/ws")
-	fs.BoolVar(&cfg.Stress, "stress", cfg.Stress, "measure idle connections and logins under a wrong-password flood (\"Under load\")")
+	fs.BoolVar(&cfg.Stress, "stress", cfg.Stress, "measure idle connections, logins under a wrong-password flood, and one viewer token's streams beside an admin (\"Under load\")")
 	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out);`+"\n"+
 		`"ui": only the web UI page loads (no --out); "ws": only the /api/ws rows (no --out); "stress": only the "Under load" section (no --out);`+"\n"+
 		`"diag": only the diagnostics bundle row (no --out)`)

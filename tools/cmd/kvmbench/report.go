@@ -270,7 +270,7 @@ func (rep *report) markdown() []byte {
 	fmt.Fprintf(&b, "\n## Rounds (req/s)\n\n")
 	rep.writeRounds(&b)
 	if rep.stress != nil {
-		fmt.Fprintf(&b, "\n## Under load: idle connections, logins under a flood\n\n")
+		fmt.Fprintf(&b, "\n## Under load: idle connections, logins under a flood, one viewer's streams\n\n")
 		fmt.Fprint(&b, stressMethod(rep.stress))
 		writeStress(&b, rep.stress)
 	}

@@ -42,7 +42,7 @@ type runConfig struct {
 	WSClients int // /api/ws clients connected at once; 0 skips the /api/ws rows
 	WSSamples int // power clicks timed through /api/ws
 
-	Stress bool // the "Under load" section: idle connections, logins under a flood
+	Stress bool // the "Under load" section: idle connections, logins under a flood, one viewer's streams
 
 	Diag bool // the diagnostics bundle row
 
@@ -463,10 +463,10 @@ func randomPassword() (string, error) {
 
 // addUser runs `kvmd user add NAME --users FILE` with the password as the
 // first line of a non-terminal stdin.
-func addUser(ctx context.Context, kvmd, users, name, passwd string) error {
+func addUser(ctx context.Context, kvmd, users, name, passwd string, extra ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kvmd, "user", "add", name, "--users", users)
+	cmd := exec.CommandContext(ctx, kvmd, append([]string{"user", "add", name, "--users", users}, extra...)...)
 	cmd.Stdin = strings.NewReader(passwd + "\n")
 	cmd.SysProcAttr = procgroup.Attr()
 	out, err := cmd.CombinedOutput()

@@ -19,8 +19,11 @@ import (
 
 // The "Under load" section: what holding many idle connections costs
 // kvmd against a bare net/http server, what its default connection caps
-// do with more, and how long a real login takes while 48 addresses send
-// wrong passwords, against a login with no flood, all in the same run.
+// do with more, how long a real login takes while 48 addresses send
+// wrong passwords, against a login with no flood, all in the same run,
+// and whether an admin still logs in and follows the log while one
+// viewer's token asks for a thousand WebSockets and twenty follows
+// (sharesbench.go).
 const (
 	stressConns      = 5000 // idle connections held by each server
 	stressCapSources = 100  // source addresses of the default-caps attempt
@@ -45,6 +48,8 @@ type stressResult struct {
 	floodSent, floodLimited atomic.Int64
 	floodWarm               time.Duration
 	hashCost                string
+	// One viewer's streams and an admin beside them.
+	shares *sharesResult
 }
 
 // runStress measures the section with kvmd and `kvmbench baseline`, one
@@ -115,6 +120,9 @@ func runStress(ctx context.Context, cfg runConfig, procs *children, kvmd, users,
 	// has never seen them), alone and then under the flood.
 	if err := runFlood(ctx, procs, kvmd, passwd, dir, res, logf); err != nil {
 		return nil, err
+	}
+	if res.shares, err = runShares(ctx, procs, kvmd, dir, logf); err != nil {
+		return nil, fmt.Errorf("one viewer's streams: %w", err)
 	}
 	return res, nil
 }
@@ -421,6 +429,9 @@ func writeStress(w io.Writer, s *stressResult) {
 		floodAddrs, len(s.loginFlood), fmtLatency(maxDur(s.loginFlood)), fmtLatency(flooded), float64(flooded)/float64(max(alone, 1)),
 		fmtLatency(targetFloodLogin), verdict(true, flooded < targetFloodLogin))
 	fmt.Fprintf(w, "| the flood: wrong passwords sent / answered 429 | %d / %d | — | — |\n", s.floodSent.Load(), s.floodLimited.Load())
+	if s.shares != nil {
+		writeShares(w, s.shares)
+	}
 }
 
 func maxDur(ds []time.Duration) time.Duration {
@@ -444,5 +455,5 @@ func stressMethod(s *stressResult) string {
 		"(127.4.0.1–%d) send wrong passwords for one user to `/api/auth/login`, %d connections each in a closed loop (a 429 answer is followed by a 10 ms pause), and once every "+
 		"flooding address has had an answer (%s) the other %d log in one after the other from 127.5.0.1, timed from the request to the answer. All on this machine's cores, over loopback.\n\n",
 		stressConns+100, "1s", stressConns, "1s", stressConns, stressCapSources, 2*floodLogins, s.hashCost, floodLogins, floodAddrs, floodAddrs,
-		floodPerAddr, s.floodWarm.Round(10*time.Millisecond), floodLogins)
+		floodPerAddr, s.floodWarm.Round(10*time.Millisecond), floodLogins) + sharesMethod()
 }

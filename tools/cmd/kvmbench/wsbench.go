@@ -46,8 +46,9 @@ func runWSBench(ctx context.Context, cfg runConfig, procs *children, kvmd, users
 		return nil, err
 	}
 	c, err := procs.start("kvmd-ws", kvmd, append(demoServeArgs(addr, users, filepath.Join(dir, "no-journal")), "--access-log=false",
-		// Every client here is 127.0.0.1: above the per-address default of 64.
-		"--max-connections-per-address", strconv.Itoa(cfg.WSClients+8)),
+		// Every client here is 127.0.0.1, and one user: above the
+		// per-address default of 64 and the per-user default of 16.
+		"--max-connections-per-address", strconv.Itoa(cfg.WSClients+8), "--max-websockets-per-user", strconv.Itoa(cfg.WSClients+8)),
 		filepath.Join(dir, "kvmd-ws.log"))
 	if err != nil {
 		return nil, err
@@ -213,7 +214,7 @@ func writeWSRows(w io.Writer, r *wsResult) (misses []string) {
 // wsMethod is the note on how the /api/ws rows were measured.
 func wsMethod(r *wsResult) string {
 	return fmt.Sprintf("- `/api/ws` rows: the demo daemon (its own process) with %d WebSocket clients connected at once "+
-		"(coder/websocket, the session cookie; all from 127.0.0.1, so `--max-connections-per-address` is raised above its default of 64), VmRSS read before they connect and once each had its initial events. "+
+		"(coder/websocket, the session cookie; all from 127.0.0.1 and one user, so `--max-connections-per-address` and `--max-websockets-per-user` are raised above their defaults of 64 and 16), VmRSS read before they connect and once each had its initial events. "+
 		"Then %d power clicks through `POST /api/atx/click?button=power`: the demo host's power button flips its power LED "+
 		"(a faked GPIO pin, read by the daemon every 10 ms) on release, %s after the press, so the LED row is the time from "+
 		"the request's send + %s until the last of the clients has the LED event: an upper bound of the pin-to-client "+
