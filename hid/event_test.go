@@ -92,7 +92,7 @@ func TestParseBinary(t *testing.T) {
 	}{
 		{append([]byte{1, 1}, "KeyA"...), "key KeyA true false"},
 		{append([]byte{1, 3}, " Enter"...), "key Enter true true"},
-		{[]byte{1, 0x81, 0, 30}, "key KeyA true false"},             // KEY_A
+		{[]byte{1, 0x81, 0, 30}, "key KeyA true false"},              // KEY_A
 		{[]byte{1, 0x80, 0x01, 0xb6}, "key ContextMenu false false"}, // KEY_CONTEXT_MENU
 		{[]byte{1, 0x80, 0, 30, 0}, ""},
 		{[]byte{1, 0x81, 0x02, 0x00}, ""},

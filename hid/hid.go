@@ -322,6 +322,9 @@ var (
 	// ErrStalled: the host took no report for PrintStall; every key was
 	// released.
 	ErrStalled = errors.New("hid: the host is not reading the keyboard")
+	// ErrUnavailable: the keyboard has no node, or no host (the gadget is
+	// not bound, the cable not plugged in).
+	ErrUnavailable = errors.New("hid: the keyboard is not connected to a host")
 )
 
 // PrintStall is how long print and shortcuts wait for the host to take a
@@ -380,6 +383,9 @@ func (h *HID) cancelJob() {
 // step was queued for the host, or with ctx's error, ErrInterrupted or
 // ErrStalled; then every key was released.
 func (h *HID) SendKeys(ctx context.Context, seq []KeyPress, delay time.Duration) error {
+	if h.kbd.gone.Load() {
+		return ErrUnavailable
+	}
 	ctx, end := h.startJob(ctx)
 	defer end()
 	gen := h.kbd.generation()

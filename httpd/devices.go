@@ -32,6 +32,9 @@ type Devices struct {
 	// Version is the daemon's version for the "loop" event's major and
 	// minor numbers.
 	Version string
+	// HID, when set, is the keyboard and mouse: /api/hid's input and
+	// settings, /api/ws's input messages and hid_keymaps event.
+	HID HID
 }
 
 // ATX is the ATX board (package atx implements it).
@@ -63,7 +66,7 @@ func (s *Server) registerDevices() {
 	s.Handle("GET", "/gpio", auth.RoleViewer, s.deviceState("gpio"))
 	s.Handle("POST", "/gpio/switch", auth.RoleOperator, s.gpioAction("switch"))
 	s.Handle("POST", "/gpio/pulse", auth.RoleOperator, s.gpioAction("pulse"))
-	s.Handle("GET", "/hid", auth.RoleViewer, s.deviceState("hid"))
+	s.registerHID()
 	s.Handle("GET", "/msd", auth.RoleViewer, s.deviceState("msd"))
 	s.Handle("GET", "/streamer", auth.RoleViewer, s.deviceState("streamer"))
 	msdOps := []struct{ method, path string }{

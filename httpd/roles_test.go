@@ -80,6 +80,7 @@ func (e *env) mkToken(t *testing.T, hdr map[string]string, body string) string {
 // a 503 is the normal answer of what this daemon does not do).
 func TestRoleTable(t *testing.T) {
 	devices, _ := testDevices(t)
+	devices.HID, _ = testHID(t)
 	diag := func(bool) (DiagBundle, error) { return tinyBundle{}, nil }
 	e := newEnv(t, envOpts{log: &fakeLog{}, info: &fakeInfo{}, metrics: true, devices: devices, diag: diag, extraRoutes: func(s *Server) {
 		ok := func(w http.ResponseWriter, r *http.Request) error { writeBody(w, 200, okEmpty); return nil }
@@ -146,7 +147,8 @@ func TestRoleTable(t *testing.T) {
 		}
 	}
 	for _, rt := range []RouteRole{{"GET", "/diagnostics", auth.RoleAdmin}, {"POST", "/atx/power", auth.RoleOperator},
-		{"POST", "/gpio/switch", auth.RoleOperator}, {"GET", "/auth/users", auth.RoleAdmin}} {
+		{"POST", "/gpio/switch", auth.RoleOperator}, {"GET", "/auth/users", auth.RoleAdmin},
+		{"POST", "/hid/print", auth.RoleOperator}, {"POST", "/hid/events/send_key", auth.RoleOperator}, {"GET", "/hid/keymaps", auth.RoleViewer}} {
 		if !slices.Contains(routes, rt) {
 			t.Errorf("the table lacks %v", rt)
 		}

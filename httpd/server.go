@@ -88,6 +88,9 @@ type route struct {
 	// noPeer refuses unix-socket peer credentials: /auth/check, which
 	// nginx's auth_request calls as the proxy's own user.
 	noPeer bool
+	// maxBody, when set, bounds the body in place of Config.MaxBody
+	// (/hid/print's text).
+	maxBody int64
 }
 
 // Server is kvmd's HTTP handler. Create it with New.
@@ -270,14 +273,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	if h == nil {
 		return methodNotAllowed(rt.allow)
 	}
-	if r.ContentLength > s.cfg.MaxBody {
+	maxBody := s.cfg.MaxBody
+	if rt.maxBody > 0 {
+		maxBody = rt.maxBody
+	}
+	if r.ContentLength > maxBody {
 		return errTooLarge
 	}
 	// Any body is read whole now, under the size limit and the body
 	// deadline, whether or not the handler wants it: net/http would
 	// otherwise drain an unread one after the handler, with neither.
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		body, err := s.readBody(w, r)
 		if err != nil {
 			return err
