@@ -113,6 +113,35 @@ func (d *device) send(ctx context.Context, wait bool, gen uint64, stall time.Dur
 	}
 }
 
+// drain waits until the queue is empty (everything queued was written),
+// with send's conditions: ctx, a clear since gen, the stall time.
+func (d *device) drain(ctx context.Context, gen uint64, stall time.Duration) error {
+	t := time.NewTimer(stall)
+	defer t.Stop()
+	for {
+		d.mu.Lock()
+		n, g, space := len(d.queue), d.gen, d.space
+		d.mu.Unlock()
+		switch {
+		case g != gen || d.gone.Load():
+			return errInterrupted
+		case n == 0:
+			return nil
+		}
+		select {
+		case <-space:
+			if !t.Stop() {
+				<-t.C
+			}
+			t.Reset(stall)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return errStalled
+		}
+	}
+}
+
 // errStalled is returned to a waiting sender when the host has taken no
 // report for the stall time.
 var errStalled = errors.New("hid: the host is not reading the device")

@@ -379,8 +379,8 @@ func (h *HID) cancelJob() {
 }
 
 // SendKeys types a sequence, waiting delay before each step, as the only
-// long operation: one under way is stopped first. It returns when every
-// step was queued for the host, or with ctx's error, ErrInterrupted or
+// long operation: one under way is stopped first. It returns when the host
+// has taken the last report, or with ctx's error, ErrInterrupted or
 // ErrStalled; then every key was released.
 func (h *HID) SendKeys(ctx context.Context, seq []KeyPress, delay time.Duration) error {
 	if h.kbd.gone.Load() {
@@ -389,7 +389,15 @@ func (h *HID) SendKeys(ctx context.Context, seq []KeyPress, delay time.Duration)
 	ctx, end := h.startJob(ctx)
 	defer end()
 	gen := h.kbd.generation()
-	for _, kp := range seq {
+	for i := 0; i <= len(seq); i++ {
+		if i == len(seq) {
+			// Typed when the host has taken the last report.
+			if err := h.kbd.drain(ctx, gen, PrintStall); err != nil {
+				return h.endKeys(ctx, err)
+			}
+			return nil
+		}
+		kp := seq[i]
 		if delay > 0 {
 			t := time.NewTimer(delay)
 			select {
@@ -402,22 +410,27 @@ func (h *HID) SendKeys(ctx context.Context, seq []KeyPress, delay time.Duration)
 		if err == nil {
 			err = h.kbd.send(ctx, true, gen, PrintStall, func() [][]byte { return h.kbdState.key(kp.Key, kp.Press) })
 		}
-		switch {
-		case err == nil:
-			h.bump()
-			continue
-		case errors.Is(err, errInterrupted):
-			// Whoever interrupted released everything.
-			return ErrInterrupted
-		case errors.Is(err, errStalled):
-			err = ErrStalled
-		case errors.Is(context.Cause(ctx), ErrInterrupted):
-			err = ErrInterrupted
+		if err != nil {
+			return h.endKeys(ctx, err)
 		}
-		h.kbd.clear()
-		return err
+		h.bump()
 	}
 	return nil
+}
+
+// endKeys turns the error that stopped a sequence into this package's,
+// releasing every key unless whoever interrupted it did.
+func (h *HID) endKeys(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, errInterrupted):
+		return ErrInterrupted
+	case errors.Is(err, errStalled):
+		err = ErrStalled
+	case errors.Is(context.Cause(ctx), ErrInterrupted):
+		err = ErrInterrupted
+	}
+	h.kbd.clear()
+	return err
 }
 
 // Shortcut presses keys in order and releases them in reverse, 50 ms
