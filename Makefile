@@ -32,7 +32,10 @@ FUZZ_TARGETS := \
 	FuzzReader:./journal/export/ \
 	FuzzBindName:./auth/ldapauth/ \
 	FuzzParseResponse:./auth/radiusauth/ \
-	FuzzRedact:./diag/
+	FuzzRedact:./diag/ \
+	FuzzParseJSON:./hid/ \
+	FuzzParseBinary:./hid/ \
+	FuzzWSMessage:./httpd/
 
 .PHONY: all build demo deps deps-demo run test unit race smoke fuzz rules lint bench cross deb buildroot-check image-test test-image clean
 all: build
