@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -344,5 +345,49 @@ func TestPrintStopsWithTheSession(t *testing.T) {
 	}
 	if last := hidtest.Keys(reports[len(reports)-1]); last != "" {
 		t.Errorf("last report holds %s", last)
+	}
+}
+
+// TestHIDLatency times 1000 /api/ws key messages (a real WebSocket over
+// loopback TCP, operator credentials) each until its report can be read
+// at the far end of the keyboard's node (the hidtest socketpair standing
+// in for /dev/hidg0): parsing, the queue and the writer's write. It logs
+// the median and the 99th percentile (BENCHMARKS.md); it fails only on
+// times no machine should take.
+func TestHIDLatency(t *testing.T) {
+	e := newHIDEnv(t)
+	c := dialWS(t, e.env, "?stream=0", http.Header{"X-KVMD-User": {"operator"}, "X-KVMD-Passwd": {"operator-pass"}})
+	go func() { // the events the server sends are not wanted
+		for {
+			if _, _, err := c.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	const n = 1000
+	times := make([]time.Duration, 0, n)
+	for i := range n {
+		msg := fmt.Sprintf(`{"event_type":"key","event":{"key":"KeyA","state":%v}}`, i%2 == 0)
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := c.Write(ctx, websocket.MessageText, []byte(msg))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := e.host.Read(otg.Keyboard, 5*time.Second)
+		if err != nil {
+			t.Fatalf("message %d: no report: %v", i, err)
+		}
+		times = append(times, time.Since(start))
+		if want := map[bool]string{true: "KeyA", false: ""}[i%2 == 0]; hidtest.Keys(r) != want {
+			t.Fatalf("message %d: report %x", i, r)
+		}
+	}
+	slices.Sort(times)
+	med, p99 := times[n/2], times[n*99/100]
+	t.Logf("/api/ws key message to the report at the node: median %v, p99 %v (of %d)", med, p99, n)
+	if p99 > time.Second {
+		t.Errorf("p99 %v", p99)
 	}
 }
