@@ -24,7 +24,6 @@ import (
 // ESHUTDOWN.
 type host struct {
 	t      *testing.T
-	f      *os.File
 	mu     sync.Mutex
 	errs   map[string]error // function -> the error Open gives
 	ends   map[string]*os.File

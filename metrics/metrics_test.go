@@ -17,9 +17,9 @@ import (
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
 	"kvmd/auth"
+	"kvmd/hid"
 	"kvmd/hw"
 	"kvmd/hw/v4l2test"
-	"kvmd/hid"
 	"kvmd/info"
 	"kvmd/internal/fixture"
 	"kvmd/internal/testutil"

@@ -204,7 +204,7 @@ func held(dev string) error {
 	defer f.Close()
 	var bits [96]byte // KEY_MAX 0x2ff
 	// EVIOCGKEY(len): _IOC(_IOC_READ, 'E', 0x18, len).
-	req := uintptr(2<<30 | len(bits)<<16 | 'E'<<8 | 0x18)
+	req := uintptr(2)<<30 | uintptr(len(bits))<<16 | uintptr('E')<<8 | 0x18
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), req, uintptr(unsafe.Pointer(&bits[0]))); e != 0 {
 		return e
 	}
