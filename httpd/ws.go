@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -216,7 +217,9 @@ func parseWSEvent(msg []byte) (eventType string, event json.RawMessage, ok bool)
 type wsInput struct {
 	hid      HID
 	operator bool
+	mu       sync.Mutex // the reader applies, the handler leaves
 	sent     bool
+	left     bool
 }
 
 func (in *wsInput) drop(r hid.DropReason) {
@@ -233,8 +236,12 @@ func (in *wsInput) apply(ev hid.Event, err error) {
 	case err != nil:
 		in.drop(hid.DropMalformed)
 	default:
-		in.hid.Apply(ev)
-		in.sent = true
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		if !in.left {
+			in.hid.Apply(ev)
+			in.sent = true
+		}
 	}
 }
 
@@ -244,7 +251,12 @@ func (in *wsInput) text(eventType string, event json.RawMessage) {
 
 func (in *wsInput) binary(msg []byte) { in.apply(hid.ParseBinary(msg)) }
 
+// leave releases what the client may hold; input read after it is
+// dropped.
 func (in *wsInput) leave() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.left = true
 	if in.sent {
 		in.hid.ReleaseAll()
 	}
