@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"kvmd/otg"
 )
 
 // File is an open HID function node (/dev/hidgN), or a stand-in with the
@@ -304,7 +306,13 @@ func (d *device) lost(msg string, err error) {
 	if d.gone.Swap(true) {
 		return
 	}
-	d.log.Warn(msg, "device", d.name, "err", err)
+	// A gadget without the function (no gadget yet, a board without a
+	// device controller) is no fault of the daemon's.
+	level := slog.LevelWarn
+	if errors.Is(err, ErrNoFunction) || errors.Is(err, otg.ErrNoNode) {
+		level = slog.LevelInfo
+	}
+	d.log.Log(context.Background(), level, msg, "device", d.name, "err", err)
 	d.clear()
 }
 
