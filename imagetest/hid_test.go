@@ -28,12 +28,12 @@ type inputEvent struct {
 
 // Linux input event codes (linux/input-event-codes.h).
 const (
-	evKey, evRel, evAbs       = 1, 2, 3
-	keyLeftShift, keyRightAlt = 42, 100
-	keyRightShift             = 54
-	btnLeft                   = 0x110
-	relHWheel, relWheel       = 6, 8
-	absX, absY                = 0, 1
+	evKey, evRel, evAbs, evMsc = 1, 2, 3, 4
+	keyLeftShift, keyRightAlt  = 42, 100
+	keyRightShift              = 54
+	btnLeft                    = 0x110
+	relHWheel, relWheel        = 6, 8
+	absX, absY                 = 0, 1
 )
 
 // watcher follows kvmd-input watch's log in the guest.
@@ -70,6 +70,9 @@ func (w *watcher) events(t *testing.T, d time.Duration, done func([]inputEvent) 
 		evs = nil
 		for _, l := range strings.Split(out, "\n") {
 			f := strings.Fields(l)
+			if len(f) == 2 && f[1] == "dropped" {
+				t.Errorf("kvmd-input watch: the kernel dropped events of device %s (its reader fell behind): the events read are incomplete", f[0])
+			}
 			if len(f) != 5 {
 				continue
 			}
@@ -355,8 +358,8 @@ func (s *system) testHID(t *testing.T, fig *figures) {
 	evs := w.events(t, 20*time.Second, quiet(&n))
 	got := map[int][]string{}
 	for _, e := range evs {
-		if e.typ == evRel && e.code != relWheel && e.code != relHWheel {
-			continue // the high-resolution wheel events that come with them
+		if e.typ == evMsc || e.typ == evRel && e.code != relWheel && e.code != relHWheel {
+			continue // MSC_SCAN (the usage) before each key, and the high-resolution wheel events
 		}
 		got[e.dev] = append(got[e.dev], fmt.Sprintf("%d/%d=%d", e.typ, e.code, e.value))
 	}

@@ -36,9 +36,10 @@ import (
 const ids = "Vendor=1d6b Product=0104"
 
 const (
-	evSyn = 0
-	evKey = 1
-	evLED = 0x11
+	evSyn      = 0
+	evKey      = 1
+	evLED      = 0x11
+	synDropped = 3
 )
 
 func main() {
@@ -126,15 +127,22 @@ func readEvent(f *os.File) (event, error) {
 	if _, err := f.Read(buf[:]); err != nil {
 		return event{}, err
 	}
+	return parseEvent(buf[:]), nil
+}
+
+func parseEvent(b []byte) event {
 	return event{
-		Sec: int64(binary.LittleEndian.Uint64(buf[0:])), Usec: int64(binary.LittleEndian.Uint64(buf[8:])),
-		Type: binary.LittleEndian.Uint16(buf[16:]), Code: binary.LittleEndian.Uint16(buf[18:]),
-		Value: int32(binary.LittleEndian.Uint32(buf[20:])),
-	}, nil
+		Sec: int64(binary.LittleEndian.Uint64(b[0:])), Usec: int64(binary.LittleEndian.Uint64(b[8:])),
+		Type: binary.LittleEndian.Uint16(b[16:]), Code: binary.LittleEndian.Uint16(b[18:]),
+		Value: int32(binary.LittleEndian.Uint32(b[20:])),
+	}
 }
 
 // watch holds the nodes open (usbhid polls the device only while it is
-// read) and prints their events, without EV_SYN.
+// read) and prints their events, without EV_SYN but for SYN_DROPPED (the
+// kernel's buffer for this reader overflowed: events were lost here, not
+// by the device), which prints as "dropped". It reads many events a
+// system call and writes their lines together, to keep up under TCG.
 func watch(devs []string) error {
 	var files []*os.File
 	for _, d := range devs {
@@ -145,26 +153,31 @@ func watch(devs []string) error {
 		files = append(files, f)
 	}
 	var mu sync.Mutex
-	w := bufio.NewWriter(os.Stdout)
+	w := bufio.NewWriterSize(os.Stdout, 64<<10)
 	fmt.Fprintln(w, "ready")
 	w.Flush()
 	var wg sync.WaitGroup
 	for i, f := range files {
 		wg.Go(func() {
+			buf := make([]byte, 24*256)
 			for {
-				e, err := readEvent(f)
+				n, err := f.Read(buf)
+				mu.Lock()
 				if err != nil {
-					mu.Lock()
 					fmt.Fprintf(w, "%d end %v\n", i, err)
 					w.Flush()
 					mu.Unlock()
 					return
 				}
-				if e.Type == evSyn {
-					continue
+				for off := 0; off+24 <= n; off += 24 {
+					e := parseEvent(buf[off : off+24])
+					switch {
+					case e.Type == evSyn && e.Code == synDropped:
+						fmt.Fprintf(w, "%d dropped\n", i)
+					case e.Type != evSyn:
+						fmt.Fprintf(w, "%d %d.%06d %d %d %d\n", i, e.Sec, e.Usec, e.Type, e.Code, e.Value)
+					}
 				}
-				mu.Lock()
-				fmt.Fprintf(w, "%d %d.%06d %d %d %d\n", i, e.Sec, e.Usec, e.Type, e.Code, e.Value)
 				w.Flush()
 				mu.Unlock()
 			}
