@@ -48,7 +48,10 @@ type watcher struct {
 func (s *system) startWatch(t *testing.T, name string, devs ...string) *watcher {
 	t.Helper()
 	w := &watcher{s: s, log: "/run/kvmd-input-" + name + ".log"}
-	w.pid = s.m.shell.must(t, "setsid nohup kvmd-input watch "+strings.Join(devs, " ")+" >"+w.log+" 2>&1 & echo $!")
+	// At a real-time priority: under emulation a reader of normal
+	// priority falls behind a print (a report a millisecond), and the
+	// kernel drops the events it has no room for (SYN_DROPPED).
+	w.pid = s.m.shell.must(t, "setsid nohup chrt -f 50 kvmd-input watch "+strings.Join(devs, " ")+" >"+w.log+" 2>&1 & echo $!")
 	if !waitFor(context.Background(), 20*time.Second, 100*time.Millisecond, func() bool {
 		out, _ := s.m.shell.run(t, "head -1 "+w.log)
 		return out == "ready"
