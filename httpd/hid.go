@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"kvmd/auth"
 	"kvmd/hid"
 )
 
@@ -40,27 +39,9 @@ type HID interface {
 // limit, under which kvmd takes any text (limit=0 types it all).
 const printMaxBody = 1 << 20
 
-// registerHID registers /api/hid's routes (kvmd/apps/kvmd/api/hid.py):
-// reading is a viewer's, input and settings an operator's.
-func (s *Server) registerHID() {
-	s.Handle("GET", "/hid", auth.RoleViewer, s.deviceState("hid"))
-	if s.cfg.Devices.HID == nil {
-		return
-	}
-	s.Handle("GET", "/hid/keymaps", auth.RoleViewer, s.hidKeymaps)
-	s.Handle("GET", "/hid/inactivity", auth.RoleViewer, s.hidInactivity)
-	s.Handle("POST", "/hid/set_params", auth.RoleOperator, s.hidSetParams)
-	s.Handle("POST", "/hid/set_connected", auth.RoleOperator, s.hidSetConnected)
-	s.Handle("POST", "/hid/reset", auth.RoleOperator, s.hidReset)
-	s.Handle("POST", "/hid/print", auth.RoleOperator, s.hidPrint)
-	s.routes["/hid/print"].maxBody = printMaxBody
-	s.Handle("POST", "/hid/events/send_key", auth.RoleOperator, s.hidSendKey)
-	s.Handle("POST", "/hid/events/send_shortcut", auth.RoleOperator, s.hidSendShortcut)
-	s.Handle("POST", "/hid/events/send_mouse_button", auth.RoleOperator, s.hidSendMouseButton)
-	s.Handle("POST", "/hid/events/send_mouse_move", auth.RoleOperator, s.hidSendMouseMove)
-	s.Handle("POST", "/hid/events/send_mouse_relative", auth.RoleOperator, s.hidSendMouseDelta(false))
-	s.Handle("POST", "/hid/events/send_mouse_wheel", auth.RoleOperator, s.hidSendMouseDelta(true))
-}
+// routeMaxBody are the routes whose body may be larger than
+// Config.MaxBody.
+var routeMaxBody = map[string]int64{"/hid/print": printMaxBody}
 
 // keymapsState is kvmd's /api/hid/keymaps result and hid_keymaps event.
 func keymapsState(k *hid.Keymaps) any {
@@ -252,25 +233,31 @@ func (s *Server) hidSendMouseMove(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-func (s *Server) hidSendMouseDelta(wheel bool) HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		x, err := queryInt(r, "delta_x", hid.DeltaMin, hid.DeltaMax)
-		if err != nil {
-			return err
-		}
-		y, err := queryInt(r, "delta_y", hid.DeltaMin, hid.DeltaMax)
-		if err != nil {
-			return err
-		}
-		d := []hid.Delta{{X: int8(x), Y: int8(y)}}
-		if wheel {
-			s.cfg.Devices.HID.MouseWheel(d, false)
-		} else {
-			s.cfg.Devices.HID.MouseRelative(d, false)
-		}
-		writeBody(w, http.StatusOK, okEmpty)
-		return nil
+func (s *Server) hidSendMouseRelative(w http.ResponseWriter, r *http.Request) error {
+	return s.hidSendMouseDelta(w, r, false)
+}
+
+func (s *Server) hidSendMouseWheel(w http.ResponseWriter, r *http.Request) error {
+	return s.hidSendMouseDelta(w, r, true)
+}
+
+func (s *Server) hidSendMouseDelta(w http.ResponseWriter, r *http.Request, wheel bool) error {
+	x, err := queryInt(r, "delta_x", hid.DeltaMin, hid.DeltaMax)
+	if err != nil {
+		return err
 	}
+	y, err := queryInt(r, "delta_y", hid.DeltaMin, hid.DeltaMax)
+	if err != nil {
+		return err
+	}
+	d := []hid.Delta{{X: int8(x), Y: int8(y)}}
+	if wheel {
+		s.cfg.Devices.HID.MouseWheel(d, false)
+	} else {
+		s.cfg.Devices.HID.MouseRelative(d, false)
+	}
+	writeBody(w, http.StatusOK, okEmpty)
+	return nil
 }
 
 // printText decodes print's body: UTF-8 unless Content-Type names

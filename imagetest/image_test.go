@@ -120,6 +120,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
+	t.Run("credentials", sys.testCredentials)
 	fig.rssAfter = sys.daemonRSS(t)
 	t.Run("watchdog", func(t *testing.T) { sys.testWatchdog(t, &fig) })
 	t.Run("reboot", func(t *testing.T) { sys.testReboot(t, &fig) })

@@ -15,7 +15,7 @@ import (
 // stand-in host of the keyboard and mouse, the
 // logger that also writes to the demo journal, and what undoes it.
 func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mailbox, hidOpener, *slog.Logger, func(), error) {
-	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TLS: cfg.TLSCert != ""}
+	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TOTPSecret: cfg.TOTPSecret, TLS: cfg.TLSCert != ""}
 	if cfg.Root != "/" {
 		o.Root = cfg.Root
 	}
@@ -29,6 +29,6 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mai
 	if err != nil {
 		return nil, nil, nil, nil, nil, err
 	}
-	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir = d.Users, d.Root, d.Meta, d.JournalDir
+	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
 	return d.V4L2, d.Mailbox, d.HIDOpen, d.Log(log), d.Close, nil
 }

@@ -65,11 +65,16 @@ func newHID(fsys hw.FS, open hidOpener, log *slog.Logger, wake chan struct{}) *h
 }
 
 // startDevices builds the device endpoints' sources and starts their
-// watchers, which stop with ctx. keys, when set, is the keyboard and
-// mouse, whose changes come on wake.
-func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *hid.HID, wake <-chan struct{}, log *slog.Logger) (*httpd.Devices, error) {
+// watchers, which stop with ctx or stop, whichever comes first. stop
+// returns once the ATX buttons are released: the caller calls it before
+// the process exits, so that a SIGTERM in the middle of a press does not
+// leave the button held. keys, when set, is the keyboard and mouse, whose
+// changes come on wake.
+func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *hid.HID, wake <-chan struct{}, log *slog.Logger) (d *httpd.Devices, stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
 	hub := &events.Hub{}
-	d := &httpd.Devices{Events: hub, Version: version}
+	d = &httpd.Devices{Events: hub, Version: version}
+	atxDone := make(chan struct{})
 	ctl, err := atx.New(atx.Config{
 		Pins:     atxPins(src.Profile().Pins, pins),
 		OnChange: func(st atx.State) { hub.Publish("atx", st) },
@@ -77,9 +82,12 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *h
 	})
 	if err != nil {
 		log.Warn("ATX unavailable", "err", err)
+		close(atxDone)
 	} else if ctl.Enabled() {
 		d.ATX = ctl
-		go ctl.Run(ctx)
+		go func() { defer close(atxDone); ctl.Run(ctx) }() // Run releases the buttons when ctx ends
+	} else {
+		close(atxDone)
 	}
 	ds := &devices.Source{Hardware: src.Hardware, Pins: src.Profile().Pins, Wake: wake}
 	if keys != nil {
@@ -91,5 +99,5 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *h
 		return slices.ContainsFunc(ds.Channels(), func(p hw.PinSpec) bool { return p.Name == name })
 	}
 	go ds.Watch(ctx, devicePoll, hub.Publish)
-	return d, nil
+	return d, func() { cancel(); <-atxDone }, nil
 }

@@ -6,7 +6,6 @@
 import { $, api, apiJSON, errorMessage, h } from './common.js';
 
 const RECONNECT = 2000; // ms before a dropped event stream is reopened
-const KEYMAP_KEY = 'kvmd.keymap'; // the last layout chosen, in localStorage
 
 // The shortcuts: [label, the keys' KeyboardEvent.code names, pressed in order].
 const SHORTCUTS = [
@@ -52,7 +51,7 @@ function render(st) {
 
 function showKeymaps(km) {
   const sel = $('kbd-keymap');
-  const want = localStorage.getItem(KEYMAP_KEY) || km.default;
+  const want = sel.value || km.default; // a choice made on this page is kept
   sel.replaceChildren(...km.available.map((name) => h('option', { value: name, textContent: name })));
   sel.value = km.available.includes(want) ? want : km.default;
 }
@@ -75,7 +74,6 @@ async function type(ev) {
     return;
   }
   const keymap = $('kbd-keymap').value;
-  localStorage.setItem(KEYMAP_KEY, keymap);
   const q = new URLSearchParams({ keymap, limit: '0' });
   if ($('kbd-slow').checked) q.set('slow', '1');
   const n = [...text].length;
