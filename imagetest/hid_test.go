@@ -119,6 +119,15 @@ func keyEvents(evs []inputEvent) []inputEvent {
 	return out
 }
 
+// describeTimed is describeEvents with the kernel's times.
+func describeTimed(evs []inputEvent) string {
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, "%.3f %d:%d/%d=%d\n", e.at, e.dev, e.typ, e.code, e.value)
+	}
+	return b.String()
+}
+
 func describeEvents(evs []inputEvent) string {
 	var b strings.Builder
 	for _, e := range evs {
@@ -409,7 +418,7 @@ func (s *system) testHID(t *testing.T, fig *figures) {
 		n := 0
 		evs := keyEvents(w.events(t, 60*time.Second, quiet(&n)))
 		if got := typed(evs, usLayout); got != text {
-			t.Errorf("print %s typed %d characters, want %d", q, len([]rune(got)), chars)
+			t.Errorf("print %s typed %d characters, want %d:\n%q\n%s", q, len([]rune(got)), chars, got, tail(describeTimed(evs), 3000))
 		}
 		if len(evs) < 2 {
 			return 0
