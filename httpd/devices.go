@@ -40,6 +40,9 @@ type Devices struct {
 	// Version is the daemon's version for the "loop" event's major and
 	// minor numbers.
 	Version string
+	// HID, when set, is the keyboard and mouse: /api/hid's input and
+	// settings, /api/ws's input messages and hid_keymaps event.
+	HID HID
 }
 
 // ATX is the ATX board (package atx implements it).
@@ -55,7 +58,8 @@ type ATX interface {
 // ATX, MSD, Streamer, OCR, Info, Switch), then hid_keymaps and clients.
 // This daemon serves no OCR and no switch, so their events are left out;
 // Server.greeting makes each one's events.
-var wsGreeting = []string{"gpio", "hid", "atx", "msd", "streamer", "info", "clients"}
+// hid_keymaps only with the keyboard (Devices.HID).
+var wsGreeting = []string{"gpio", "hid", "atx", "msd", "streamer", "info", "hid_keymaps", "clients"}
 
 // infoEventFields are kvmd's info sub-managers in the order of its
 // InfoManager (kvmd/apps/kvmd/info/__init__.py). Each sends its state as

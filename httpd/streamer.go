@@ -120,9 +120,10 @@ func (s *Server) streamerReset(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// queryInt reads an integer query parameter from lo to hi; absent or
+// queryIntDefault reads an integer query parameter from lo to hi
+// (outside them is an error, as kvmd's validators have it); absent or
 // empty gives def.
-func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
+func queryIntDefault(r *http.Request, name string, def, lo, hi int) (int, error) {
 	v := strings.TrimSpace(r.URL.Query().Get(name))
 	if v == "" {
 		return def, nil
@@ -149,15 +150,15 @@ func (s *Server) streamerSnapshot(w http.ResponseWriter, r *http.Request) error 
 		flags[i] = v
 	}
 	save, load, allowOffline, preview, ocr := flags[0], flags[1], flags[2], flags[3], flags[4]
-	maxW, err := queryInt(r, "preview_max_width", 0, 0, 1<<16)
+	maxW, err := queryIntDefault(r, "preview_max_width", 0, 0, 1<<16)
 	if err != nil {
 		return err
 	}
-	maxH, err := queryInt(r, "preview_max_height", 0, 0, 1<<16)
+	maxH, err := queryIntDefault(r, "preview_max_height", 0, 0, 1<<16)
 	if err != nil {
 		return err
 	}
-	quality, err := queryInt(r, "preview_quality", 80, 1, 100)
+	quality, err := queryIntDefault(r, "preview_quality", 80, 1, 100)
 	if err != nil {
 		return err
 	}

@@ -112,7 +112,10 @@ func TestInlinePatterns(t *testing.T) {
 }
 
 func TestScriptSize(t *testing.T) {
-	const limit = 50 << 10
+	// 50 KiB until the console page (keyboard and mouse capture over the
+	// stream, its reconnection, the stream's settings: 11 KB) came beside
+	// the Keyboard card; its ATX buttons are atx.js's.
+	const limit = 56 << 10
 	total := 0
 	for name, text := range readAll(t) {
 		if path.Ext(name) == ".js" {

@@ -11,8 +11,8 @@ import (
 
 // setupDemo starts --demo (package demo) on the settings left at their
 // defaults, and returns the fake capture device, firmware mailbox and
-// streamer, the logger that also writes to the demo journal, and what
-// undoes it.
+// streamer, the stand-in host of the keyboard and mouse, the logger that
+// also writes to the demo journal, and what undoes it.
 func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, error) {
 	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TOTPSecret: cfg.TOTPSecret, TLS: cfg.TLSCert != ""}
 	if cfg.Root != "/" {
@@ -29,5 +29,5 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, erro
 		return demoParts{}, err
 	}
 	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
-	return demoParts{v4l2: d.V4L2, mailbox: d.Mailbox, log: d.Log(log), streamer: d.Streamer, stop: d.Close}, nil
+	return demoParts{v4l2: d.V4L2, mailbox: d.Mailbox, hidOpen: d.HIDOpen, log: d.Log(log), streamer: d.Streamer, stop: d.Close}, nil
 }

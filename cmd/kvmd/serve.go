@@ -40,13 +40,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	// demo ever asks the host's firmware.
 	var mailbox hw.Mailbox
 	var launcher streamer.Launcher
+	var hidOpen hidOpener
 	if cfg.Demo {
 		d, err := setupDemo(&cfg, stdout, log)
 		if err != nil {
 			return err
 		}
 		defer d.stop()
-		v4l2, mailbox, log, launcher = d.v4l2, d.mailbox, d.log, d.streamer
+		v4l2, mailbox, hidOpen, log, launcher = d.v4l2, d.mailbox, d.hidOpen, d.log, d.streamer
 	} else if cfg.Root == "/" {
 		mailbox = hw.VCIO{}
 		// periph's drivers register the board's real GPIO pins. On a
@@ -117,6 +118,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--metrics-names: %w", err)
 	}
+	// The keyboard and mouse; released and closed before serve returns.
+	hidCtx, stopHID := context.WithCancel(context.Background())
+	devWake := make(chan struct{}, 1)
+	keys := newHID(hw.New(cfg.Root), hidOpen, log.With("component", "hid"), devWake)
+	hidDone := make(chan struct{})
+	go func() { defer close(hidDone); keys.Run(hidCtx) }()
+	defer func() { stopHID(); <-hidDone }()
 	hcfg := httpd.Config{
 		Auth:      a,
 		Tokens:    a.Tokens,
@@ -129,6 +137,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Metrics: metrics.New(metrics.Config{
 			Version: version, Hardware: src.Hardware, AuthCounts: a.Counts,
 			Sessions: a.ActiveSessions, LogFollowers: jr.Followers, Runtime: true, Names: names,
+			HID: keys.Counts, HIDState: keys.State,
 		}),
 		MetricsOpen:     !cfg.MetricsAuth,
 		TrustedProxies:  proxies,
@@ -139,7 +148,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Diagnostics:     diagSource(cfg, src, v4l2, a),
 	}
 	var stopDevices func()
-	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, log); err != nil {
+	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, keys, devWake, log); err != nil {
 		return err
 	}
 	defer stopDevices()
@@ -205,6 +214,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 type demoParts struct {
 	v4l2     hw.V4L2
 	mailbox  hw.Mailbox
+	hidOpen  hidOpener
 	log      *slog.Logger
 	streamer streamer.Launcher
 	stop     func()

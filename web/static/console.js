@@ -8,6 +8,7 @@
 // (mouse_move, x and y from -32768 to 32767 across it), its buttons
 // (mouse_button) and its wheel (mouse_wheel), as PiKVM's page sends them
 // (web/share/js/kvm/keyboard.js and mouse.js in github.com/pikvm/kvmd).
+import { atxControls } from './atx.js';
 import { $, api, apiJSON, errorMessage, initNav, markReady, setHost } from './common.js';
 
 const RECONNECT = 2000; // ms before a dropped event stream is reopened
@@ -308,49 +309,11 @@ $('con-fullscreen').addEventListener('click', () => {
 
 // ---- ATX
 
-let pending = null; // the ATX action awaiting confirmation
-
-function setLed(id, on) {
-  const el = $(id);
-  el.dataset.on = on ? '1' : '0';
-}
-
+const showATX = atxControls('con', message);
 function renderATX(a) {
   $('con-atx').hidden = !a.enabled;
-  setLed('con-led-power', a.leds?.power);
-  setLed('con-led-hdd', a.leds?.hdd);
-  for (const id of ['con-power', 'con-power-long', 'con-reset']) $(id).disabled = !!a.busy;
+  showATX(a);
 }
-
-async function click(button) {
-  message('');
-  try {
-    const res = await api('/api/atx/click?button=' + button, { method: 'POST' });
-    if (!res.ok) message(await errorMessage(res), true);
-  } catch (e) {
-    message('The request failed: ' + e.message, true);
-  }
-}
-
-function ask(text, button) {
-  pending = button;
-  $('con-confirm-text').textContent = text;
-  $('con-confirm').hidden = false;
-  $('con-confirm-yes').focus();
-}
-
-$('con-power').addEventListener('click', () => click('power'));
-$('con-power-long').addEventListener('click', () => ask('Hold the power button for 5.5 s? This forces the host off.', 'power_long'));
-$('con-reset').addEventListener('click', () => ask('Press the reset button? The host restarts at once.', 'reset'));
-$('con-confirm-yes').addEventListener('click', () => {
-  $('con-confirm').hidden = true;
-  if (pending) click(pending);
-  pending = null;
-});
-$('con-confirm-no').addEventListener('click', () => {
-  $('con-confirm').hidden = true;
-  pending = null;
-});
 
 initNav();
 apiJSON('/api/info?fields=node').then((info) => setHost(info.node?.host)).catch(() => {});
