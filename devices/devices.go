@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"kvmd/hid"
 	"kvmd/hw"
 	"kvmd/info"
 )
@@ -30,6 +31,13 @@ type Source struct {
 	// Pins are the board's named pins: the ones not of the ATX board are
 	// GPIO channels.
 	Pins []hw.PinSpec
+	// HIDLive, when set, is the keyboard and mouse as the daemon drives
+	// them (package hid): whether the host takes their reports, the
+	// keyboard's LEDs, a print under way, the jiggler.
+	HIDLive func() hid.State
+	// Wake, when set, makes Watch compare the states at once (the HID's
+	// LEDs changed) rather than at its next tick.
+	Wake <-chan struct{}
 }
 
 // Channels are the pins shown as GPIO channels: every named pin but the
@@ -148,12 +156,23 @@ type outputs struct {
 // HID reports the gadget's keyboard and mouse functions: enabled when a
 // configuration links one, online when a host configured the gadget.
 // connected is the host's state (kvmd leaves it null on its OTG HID: it
-// cannot tell). Key LEDs come from the host's output reports, which only
-// the process holding /dev/hidg0 sees: false here.
+// cannot tell). With HIDLive, a device is online only while the host
+// takes its reports (kvmd's OTG HID: a write that fails or times out
+// makes it offline), and the LEDs, busy and the jiggler are the live
+// ones. The outputs are kvmd's OTG HID's: none to choose from.
 func (s *Source) HID(h info.Hardware) HIDState {
 	var st HIDState
 	st.Keyboard.Outputs.Available, st.Mouse.Outputs.Available = []string{}, []string{}
-	st.Jiggler.Interval = 60 // kvmd's default jiggler interval
+	st.Jiggler.Interval = hid.JigglerInterval
+	var live *hid.State
+	if s.HIDLive != nil {
+		l := s.HIDLive()
+		live = &l
+		st.Jiggler.Enabled = l.Jiggler.Enabled
+		st.Busy = l.Busy
+		st.Jiggler.Active = l.Jiggler.Active
+		st.Keyboard.Leds.Caps, st.Keyboard.Leds.Scroll, st.Keyboard.Leds.Num = l.Keyboard.LEDs.Caps, l.Keyboard.LEDs.Scroll, l.Keyboard.LEDs.Num
+	}
 	u := h.USB
 	if u == nil || u.Gadget == nil {
 		return st
@@ -172,17 +191,11 @@ func (s *Source) HID(h info.Hardware) HIDState {
 	c := u.Connected
 	st.Connected = &c
 	st.Online = c
-	st.Keyboard.Online = kbd && c
-	st.Mouse.Online = mouse && c
+	st.Keyboard.Online = kbd && c && (live == nil || live.Keyboard.Online)
+	st.Mouse.Online = mouse && c && (live == nil || live.Mouse.Online)
 	// PiKVM's gadget mouse is absolute (usb-hid's report descriptor with
 	// protocol 0); hw names it "mouse" either way.
-	st.Mouse.Absolute = mouse
-	if kbd {
-		st.Keyboard.Outputs = outputs{Available: []string{"usb"}, Active: "usb"}
-	}
-	if mouse {
-		st.Mouse.Outputs = outputs{Available: []string{"usb"}, Active: "usb"}
-	}
+	st.Mouse.Absolute = mouse && (live == nil || live.Mouse.Format.Absolute)
 	return st
 }
 
@@ -321,6 +334,7 @@ func (s *Source) Watch(ctx context.Context, interval time.Duration, publish func
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.Wake:
 		}
 	}
 }

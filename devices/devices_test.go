@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"kvmd/hid"
 	"kvmd/hw"
 	"kvmd/info"
 )
@@ -69,14 +70,28 @@ func TestMSD(t *testing.T) {
 func TestHID(t *testing.T) {
 	s := &Source{}
 	got := jsonOf(t, s.HID(info.Hardware{USB: pikvmUSB("configured")}))
-	want := `{"enabled":true,"online":true,"busy":false,"connected":true,"keyboard":{"online":true,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":["usb"],"active":"usb"}},"mouse":{"online":true,"absolute":true,"outputs":{"available":["usb"],"active":"usb"}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
+	want := `{"enabled":true,"online":true,"busy":false,"connected":true,"keyboard":{"online":true,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":true,"absolute":true,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
 	if got != want {
 		t.Errorf("configured:\ngot  %s\nwant %s", got, want)
 	}
 	got = jsonOf(t, s.HID(info.Hardware{USB: pikvmUSB("not attached")}))
-	want = `{"enabled":true,"online":false,"busy":false,"connected":false,"keyboard":{"online":false,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":["usb"],"active":"usb"}},"mouse":{"online":false,"absolute":true,"outputs":{"available":["usb"],"active":"usb"}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
+	want = `{"enabled":true,"online":false,"busy":false,"connected":false,"keyboard":{"online":false,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":false,"absolute":true,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
 	if got != want {
 		t.Errorf("not attached:\ngot  %s\nwant %s", got, want)
+	}
+	// The live state: the host stopped reading the mouse, caps lock is on,
+	// a print is typing, the jiggler is on.
+	var live hid.State
+	live.Keyboard.Online = true
+	live.Keyboard.LEDs.Caps = true
+	live.Mouse.Format = hid.MouseFormat{Absolute: true}
+	live.Busy = true
+	live.Jiggler = hid.Jiggler{Enabled: true, Active: true, Interval: 60}
+	ls := &Source{HIDLive: func() hid.State { return live }}
+	got = jsonOf(t, ls.HID(info.Hardware{USB: pikvmUSB("configured")}))
+	want = `{"enabled":true,"online":true,"busy":true,"connected":true,"keyboard":{"online":true,"leds":{"caps":true,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":false,"absolute":true,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":true,"active":true,"interval":60}}`
+	if got != want {
+		t.Errorf("live:\ngot  %s\nwant %s", got, want)
 	}
 	got = jsonOf(t, s.HID(info.Hardware{}))
 	want = `{"enabled":false,"online":false,"busy":false,"connected":null,"keyboard":{"online":false,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":false,"absolute":false,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":false,"active":false,"interval":60}}`

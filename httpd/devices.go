@@ -31,6 +31,9 @@ type Devices struct {
 	// Version is the daemon's version for the "loop" event's major and
 	// minor numbers.
 	Version string
+	// HID, when set, is the keyboard and mouse: /api/hid's input and
+	// settings, /api/ws's input messages and hid_keymaps event.
+	HID HID
 }
 
 // ATX is the ATX board (package atx implements it).

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"kvmd/auth"
+	"kvmd/hid"
 )
 
 func FuzzParseBasic(f *testing.F) {
@@ -209,6 +210,33 @@ func FuzzAuthHeaders(f *testing.F) {
 		}
 		if res.StatusCode == 429 && res.Header.Get("Retry-After") == "" {
 			t.Fatal("429 without Retry-After")
+		}
+	})
+}
+
+// FuzzWSMessage: a client's text message through the WebSocket's envelope
+// and the input parsers never panics, and what parses is an input event.
+func FuzzWSMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"event_type":"key","event":{"key":"KeyA","state":true}}`,
+		`{"event_type":"mouse_move","event":{"to":{"x":1,"y":2}}}`,
+		`{"event_type":"ping","event":{}}`,
+		`{"event_type":"key","event":[]}`,
+		`{"event_type":1}`,
+		`[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		et, ev, ok := parseWSEvent(msg)
+		if !ok {
+			return
+		}
+		if len(ev) == 0 || ev[0] != '{' {
+			t.Fatalf("event %q is not an object", ev)
+		}
+		if _, err := hid.ParseJSON(et, ev); err == nil && !hid.IsInputEvent(et) {
+			t.Fatalf("parsed an input event of type %q", et)
 		}
 	})
 }

@@ -98,6 +98,7 @@ func (e *env) rawReqUnix(t *testing.T, method, path string) (int, string) {
 // does not do).
 func TestRoleTable(t *testing.T) {
 	devices, _ := testDevices(t)
+	devices.HID, _ = testHID(t)
 	diag := func(bool) (DiagBundle, error) { return tinyBundle{}, nil }
 	peer := func(uid, gid uint32) (string, bool) { return "root", true }
 	e := newEnv(t, envOpts{log: &fakeLog{}, info: &fakeInfo{}, metrics: true, devices: devices, diag: diag, totpConfigured: true, peer: peer})

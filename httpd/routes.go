@@ -63,6 +63,20 @@ var routeTable = []route{
 	{"POST", "/gpio/switch", auth.RoleOperator, anyCred, withDevices, gpioAction("switch")},
 	{"POST", "/gpio/pulse", auth.RoleOperator, anyCred, withDevices, gpioAction("pulse")},
 	{"GET", "/hid", auth.RoleViewer, anyCred, withDevices, deviceState("hid")},
+	// The keyboard and mouse (hid.go): their settings and input are an
+	// operator's.
+	{"GET", "/hid/keymaps", auth.RoleViewer, anyCred, withHID, (*Server).hidKeymaps},
+	{"GET", "/hid/inactivity", auth.RoleViewer, anyCred, withHID, (*Server).hidInactivity},
+	{"POST", "/hid/set_params", auth.RoleOperator, anyCred, withHID, (*Server).hidSetParams},
+	{"POST", "/hid/set_connected", auth.RoleOperator, anyCred, withHID, (*Server).hidSetConnected},
+	{"POST", "/hid/reset", auth.RoleOperator, anyCred, withHID, (*Server).hidReset},
+	{"POST", "/hid/print", auth.RoleOperator, anyCred, withHID, (*Server).hidPrint},
+	{"POST", "/hid/events/send_key", auth.RoleOperator, anyCred, withHID, (*Server).hidSendKey},
+	{"POST", "/hid/events/send_shortcut", auth.RoleOperator, anyCred, withHID, (*Server).hidSendShortcut},
+	{"POST", "/hid/events/send_mouse_button", auth.RoleOperator, anyCred, withHID, (*Server).hidSendMouseButton},
+	{"POST", "/hid/events/send_mouse_move", auth.RoleOperator, anyCred, withHID, (*Server).hidSendMouseMove},
+	{"POST", "/hid/events/send_mouse_relative", auth.RoleOperator, anyCred, withHID, (*Server).hidSendMouseRelative},
+	{"POST", "/hid/events/send_mouse_wheel", auth.RoleOperator, anyCred, withHID, (*Server).hidSendMouseWheel},
 	{"GET", "/msd", auth.RoleViewer, anyCred, withDevices, deviceState("msd")},
 	{"POST", "/msd/set_params", auth.RoleOperator, anyCred, withDevices, msdUnsupported},
 	{"POST", "/msd/set_connected", auth.RoleOperator, anyCred, withDevices, msdUnsupported},
@@ -135,6 +149,7 @@ const (
 	withMetricsOpen                     // Config.Metrics, MetricsOpen true
 	withDevices                         // Config.Devices
 	withDiagnostics                     // Config.Diagnostics
+	withHID                             // Config.Devices.HID
 )
 
 // features are the names of the features for the golden file and the
@@ -151,6 +166,7 @@ var features = []struct {
 	{withMetricsOpen, "Metrics&&MetricsOpen", "with `metrics-auth: false`"},
 	{withDevices, "Devices", "always"},
 	{withDiagnostics, "Diagnostics", "always"},
+	{withHID, "Devices.HID", "always"},
 }
 
 func (f feature) String() string {
@@ -177,6 +193,7 @@ func (c *Config) features() feature {
 	set(c.Metrics != nil && c.MetricsOpen, withMetricsOpen)
 	set(c.Devices != nil, withDevices)
 	set(c.Diagnostics != nil, withDiagnostics)
+	set(c.Devices != nil && c.Devices.HID != nil, withHID)
 	return f
 }
 

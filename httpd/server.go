@@ -238,14 +238,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	if rt == nil {
 		return methodNotAllowed(p.allow)
 	}
-	if r.ContentLength > s.cfg.MaxBody {
+	maxBody := s.cfg.MaxBody
+	if n := routeMaxBody[path]; n > 0 {
+		maxBody = n
+	}
+	if r.ContentLength > maxBody {
 		return errTooLarge
 	}
 	// Any body is read whole now, under the size limit and the body
 	// deadline, whether or not the handler wants it: net/http would
 	// otherwise drain an unread one after the handler, with neither.
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		body, err := s.readBody(w, r)
 		if err != nil {
 			return err

@@ -1,17 +1,21 @@
 package httpd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"kvmd/auth"
 	"kvmd/events"
+	"kvmd/hid"
 )
 
 const (
@@ -70,6 +74,10 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	for _, typ := range wsGreeting {
 		initial = append(initial, s.greeting(typ)...)
 	}
+	// Then kvmd's hid_keymaps; kvmd's clients event would follow.
+	if d.HID != nil {
+		initial = append(initial, mustEncode("hid_keymaps", keymapsState(d.HID.Keymaps())))
+	}
 	for _, b := range initial {
 		if err := send(b, websocket.MessageText); err != nil {
 			return closeWith(websocket.StatusGoingAway, "write failed")
@@ -82,6 +90,10 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	rctx, rcancel := context.WithCancel(context.Background())
 	defer rcancel()
 	readErr := make(chan error, 1)
+	in := wsInput{hid: d.HID, operator: IdentityFrom(r.Context()).Role >= auth.RoleOperator}
+	// Keys and buttons a client held when it left are released (kvmd
+	// clears its HID when a WebSocket client goes).
+	defer in.leave()
 	go func() {
 		for {
 			typ, msg, err := c.Read(rctx)
@@ -96,13 +108,21 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 						readErr <- err
 						return
 					}
+				} else if hid.IsInputBinary(msg) {
+					in.binary(msg)
 				}
 			case websocket.MessageText:
-				if wsEventType(msg) == "ping" {
+				et, ev, ok := parseWSEvent(msg)
+				switch {
+				case !ok:
+					in.drop(hid.DropMalformed)
+				case et == "ping":
 					if err := send([]byte(`{"event_type":"pong","event":{}}`), websocket.MessageText); err != nil {
 						readErr <- err
 						return
 					}
+				case hid.IsInputEvent(et):
+					in.text(et, ev)
 				}
 			}
 		}
@@ -198,16 +218,73 @@ func headerHasToken(h http.Header, name, token string) bool {
 	return false
 }
 
-// wsEventType returns the event_type of a client's text message, "" when
-// it is not kvmd's envelope.
-func wsEventType(msg []byte) string {
+// parseWSEvent reads kvmd's envelope of a client's text message
+// (kvmd/htserver.py parse_ws_event): an object with a string event_type
+// and an object event; ok is false otherwise.
+func parseWSEvent(msg []byte) (eventType string, event json.RawMessage, ok bool) {
 	var m struct {
-		Type string `json:"event_type"`
+		Type  *string         `json:"event_type"`
+		Event json.RawMessage `json:"event"`
 	}
-	if json.Unmarshal(msg, &m) != nil {
-		return ""
+	if json.Unmarshal(msg, &m) != nil || m.Type == nil {
+		return "", nil, false
 	}
-	return m.Type
+	ev := bytes.TrimSpace(m.Event)
+	if len(ev) == 0 || ev[0] != '{' {
+		return "", nil, false
+	}
+	return *m.Type, ev, true
+}
+
+// wsInput is one WebSocket client's keyboard and mouse input: an
+// operator's reaches the HID, a viewer's is dropped, as is a malformed
+// message (the socket stays open, as kvmd's does); drops are counted.
+type wsInput struct {
+	hid      HID
+	operator bool
+	mu       sync.Mutex // the reader applies, the handler leaves
+	sent     bool
+	left     bool
+}
+
+func (in *wsInput) drop(r hid.DropReason) {
+	if in.hid != nil {
+		in.hid.Dropped(r)
+	}
+}
+
+func (in *wsInput) apply(ev hid.Event, err error) {
+	switch {
+	case in.hid == nil:
+	case !in.operator:
+		in.drop(hid.DropForbidden)
+	case err != nil:
+		in.drop(hid.DropMalformed)
+	default:
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		if !in.left {
+			in.hid.Apply(ev)
+			in.sent = true
+		}
+	}
+}
+
+func (in *wsInput) text(eventType string, event json.RawMessage) {
+	in.apply(hid.ParseJSON(eventType, event))
+}
+
+func (in *wsInput) binary(msg []byte) { in.apply(hid.ParseBinary(msg)) }
+
+// leave releases what the client may hold; input read after it is
+// dropped.
+func (in *wsInput) leave() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.left = true
+	if in.sent {
+		in.hid.ReleaseAll()
+	}
 }
 
 func mustEncode(eventType string, event any) []byte {

@@ -33,6 +33,11 @@ type figures struct {
 	// signalToEvent: vivid's signal switched by v4l2-ctl to the streamer
 	// event at an /api/ws client (testVideo).
 	signalToEvent []time.Duration
+	// The keyboard (testHID): an /api/ws key message to its EV_KEY at the
+	// guest's input layer, µs; print's typing rate, characters a second.
+	hidLatencyMedian, hidLatencyP99 int
+	hidRate, hidSlowRate            float64
+	hidTest                         time.Duration
 }
 
 // durationMedian returns the median of ds and their maximum; zero for none.
@@ -49,6 +54,8 @@ func (f *figures) report(t *testing.T) {
 	t.Logf("imagetest: image_s=%.0f built=%v install_s=%.0f boot_to_answer_s=%.1f reboot_to_answer_s=%.1f daemon_start_ms=%d watchdog_restart_s=%.0f rss_idle_kib=%d rss_after_kib=%d guest_startup=%q",
 		f.image.Seconds(), f.imageBuilt, f.install.Seconds(), f.bootToAnswer.Seconds(), f.rebootToAnswer.Seconds(),
 		f.daemonStart.Milliseconds(), f.watchdogRestart.Seconds(), f.rssIdle, f.rssAfter, f.guestStartup)
+	t.Logf("imagetest: hid_ws_to_evkey_median_us=%d p99_us=%d print_chars_per_s=%.0f print_slow_chars_per_s=%.1f hid_test_s=%.0f",
+		f.hidLatencyMedian, f.hidLatencyP99, f.hidRate, f.hidSlowRate, f.hidTest.Seconds())
 	path := os.Getenv("KVMD_IMAGETEST_BENCH")
 	if path == "" || t.Failed() {
 		return
@@ -95,6 +102,12 @@ func (f *figures) markdown(now time.Time) string {
 	if med, maxd := durationMedian(f.signalToEvent); len(f.signalToEvent) > 0 {
 		w("| vivid's signal switched (`v4l2-ctl -c dv_timings_signal_mode`, no signal and back) to the `streamer` event at an `/api/ws` client, median of %d (max) | %.2f s (%.2f s) |",
 			len(f.signalToEvent), med.Seconds(), maxd.Seconds())
+	}
+	if f.hidLatencyMedian > 0 {
+		w("| keyboard: `/api/ws` key message to its `EV_KEY` at the guest's input layer, median of 1000 (written over the daemon's unix socket by a client in the guest, timed until the event is read from the keyboard's `/dev/input/event*`: parsing, the queue, the write to `/dev/hidg0`, dummy_hcd and usbhid) | %.2f ms |", float64(f.hidLatencyMedian)/1000)
+		w("| keyboard: the same, 99th percentile | %.2f ms |", float64(f.hidLatencyP99)/1000)
+		w("| `POST /api/hid/print`, default (no delay between key events; kvmd's default too), 500 lower-case characters, first press to last release at the guest | %.0f characters/s |", f.hidRate)
+		w("| `POST /api/hid/print?slow=1` (20 ms before each key event, kvmd's slow rate: at most 25 characters/s), 100 characters | %.1f characters/s |", f.hidSlowRate)
 	}
 	w("| install boot: `apt install ./kvmd_*.deb` in the never-booted system, power off | %.0f s |", f.install.Seconds())
 	if f.imageBuilt {

@@ -122,6 +122,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("usb states", sys.testUSBStates)
 	t.Run("video", func(t *testing.T) { sys.testVideo(t, &fig) })
 	t.Run("gpio", sys.testGPIO)
+	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
 	t.Run("credentials", sys.testCredentials)

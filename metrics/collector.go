@@ -28,6 +28,7 @@ type descs struct {
 	gpio                                 *prometheus.Desc
 	uptime                               *prometheus.Desc
 	authAttempts, sessions, logFollowers *prometheus.Desc
+	hidReports, hidDropped, hidOnline    *prometheus.Desc
 }
 
 func newCollector(cfg Config) *collector {
@@ -70,6 +71,16 @@ func newCollector(cfg Config) *collector {
 				"the authentication service being down or slow, 503).", "method", "result"),
 		sessions:     d("kvmd_sessions_active", "Live login sessions (auth_token cookies)."),
 		logFollowers: d("kvmd_log_followers_active", "Streams of /api/log?follow=1 open now."),
+		hidReports: d("kvmd_hid_reports_total",
+			"HID reports for the host, by device (keyboard, mouse) and result: written to the gadget's node, or "+
+				"dropped (superseded in a full queue while the host did not read, or released when it went away).",
+			"device", "result"),
+		hidDropped: d("kvmd_hid_input_dropped_total",
+			"Keyboard and mouse input messages (/api/ws) dropped, by reason: malformed (kvmd drops it too) or "+
+				"forbidden (sent by a viewer).", "reason"),
+		hidOnline: d("kvmd_hid_online",
+			"1 while the host takes the device's reports (keyboard, mouse): 0 when a report timed out, failed or "+
+				"has no node to go to.", "device"),
 	}}
 }
 
@@ -77,7 +88,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.d.build, c.d.temp, c.d.cpu, c.d.memTotal, c.d.memAvail, c.d.memUsed,
 		c.d.throttling, c.d.throttlingSource, c.d.usb, c.d.usbStatus, c.d.signal, c.d.width, c.d.height, c.d.rate,
 		c.d.hdmiStatus, c.d.gpio, c.d.uptime,
-		c.d.authAttempts, c.d.sessions, c.d.logFollowers} {
+		c.d.authAttempts, c.d.sessions, c.d.logFollowers, c.d.hidReports, c.d.hidDropped, c.d.hidOnline} {
 		ch <- d
 	}
 }
@@ -101,6 +112,24 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.cfg.LogFollowers != nil {
 		gauge(c.d.logFollowers, float64(c.cfg.LogFollowers()))
+	}
+	if c.cfg.HID != nil {
+		n := c.cfg.HID()
+		counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+		}
+		counter(c.d.hidReports, n.KeyboardWritten, "keyboard", "written")
+		counter(c.d.hidReports, n.KeyboardDropped, "keyboard", "dropped")
+		counter(c.d.hidReports, n.MouseWritten, "mouse", "written")
+		counter(c.d.hidReports, n.MouseDropped, "mouse", "dropped")
+		for _, r := range []string{"malformed", "forbidden"} {
+			counter(c.d.hidDropped, n.Dropped[r], r)
+		}
+	}
+	if c.cfg.HIDState != nil {
+		st := c.cfg.HIDState()
+		gauge(c.d.hidOnline, bit(st.Keyboard.Online), "keyboard")
+		gauge(c.d.hidOnline, bit(st.Mouse.Online), "mouse")
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"kvmd/auth"
+	"kvmd/hid"
 	"kvmd/info"
 )
 
@@ -43,6 +44,10 @@ type Config struct {
 	Sessions func() int
 	// LogFollowers returns the number of /api/log follows running.
 	LogFollowers func() int
+	// HID returns the keyboard's and mouse's counters (hid.HID.Counts)
+	// and HIDState their state (hid.HID.State).
+	HID      func() hid.Counts
+	HIDState func() hid.State
 	// Runtime adds the Go runtime's (go_*) and the process's (process_*)
 	// metrics.
 	Runtime bool

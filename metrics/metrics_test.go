@@ -17,6 +17,7 @@ import (
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
 	"kvmd/auth"
+	"kvmd/hid"
 	"kvmd/hw"
 	"kvmd/hw/v4l2test"
 	"kvmd/info"
@@ -381,5 +382,36 @@ func TestThrottlingAndUSBSources(t *testing.T) {
 	// No source: no throttling family at all, as throttling is null.
 	if none := write(info.Hardware{}); strings.Contains(none, "kvmd_throttling") || strings.Contains(none, "kvmd_usb") {
 		t.Errorf("null throttling and USB written:\n%s", none)
+	}
+}
+
+func TestHIDFamilies(t *testing.T) {
+	var st hid.State
+	st.Keyboard.Online = true
+	e := New(Config{
+		HID: func() hid.Counts {
+			return hid.Counts{KeyboardWritten: 12, KeyboardDropped: 3, MouseWritten: 4, Dropped: map[string]uint64{"malformed": 2, "forbidden": 1}}
+		},
+		HIDState: func() hid.State { return st },
+	})
+	var b strings.Builder
+	if err := e.WriteMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		`kvmd_hid_reports_total{device="keyboard",result="written"} 12`,
+		`kvmd_hid_reports_total{device="keyboard",result="dropped"} 3`,
+		`kvmd_hid_reports_total{device="mouse",result="written"} 4`,
+		`kvmd_hid_reports_total{device="mouse",result="dropped"} 0`,
+		`kvmd_hid_input_dropped_total{reason="malformed"} 2`,
+		`kvmd_hid_input_dropped_total{reason="forbidden"} 1`,
+		`kvmd_hid_online{device="keyboard"} 1`,
+		`kvmd_hid_online{device="mouse"} 0`,
+		"# TYPE kvmd_hid_reports_total counter",
+		"# TYPE kvmd_hid_online gauge",
+	} {
+		if !strings.Contains(b.String(), line+"\n") {
+			t.Errorf("no line %s in\n%s", line, b.String())
+		}
 	}
 }

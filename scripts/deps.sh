@@ -71,6 +71,12 @@ if [ "$mode" != install ]; then
 		[ -x /usr/sbin/slapd ] || need="$need slapd"
 		command -v ldapadd >/dev/null 2>&1 || need="$need ldap-utils"
 		[ -x /usr/sbin/freeradius ] || need="$need freeradius"
+		# xkeyboard-config's layouts, libxkbcommon's xkbcli and X11's
+		# keysymdef.h: tools/cmd/genkeymaps regenerates hid/keymaps from
+		# them, and its test checks the committed files are what they give.
+		[ -d /usr/share/X11/xkb/symbols ] || need="$need xkb-data"
+		command -v xkbcli >/dev/null 2>&1 || need="$need libxkbcommon-tools"
+		[ -f /usr/include/X11/keysymdef.h ] || need="$need x11proto-dev"
 		{ command -v qemu-arm && command -v qemu-aarch64; } >/dev/null 2>&1 || need="$need qemu-user"
 		command -v mmdebstrap >/dev/null 2>&1 || need="$need mmdebstrap"
 		command -v arch-test >/dev/null 2>&1 || need="$need arch-test"

@@ -12,8 +12,9 @@ import (
 
 // setupDemo starts --demo (package demo) on the settings left at their
 // defaults, and returns the fake capture device and firmware mailbox, the
+// stand-in host of the keyboard and mouse, the
 // logger that also writes to the demo journal, and what undoes it.
-func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mailbox, *slog.Logger, func(), error) {
+func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mailbox, hidOpener, *slog.Logger, func(), error) {
 	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TOTPSecret: cfg.TOTPSecret, TLS: cfg.TLSCert != ""}
 	if cfg.Root != "/" {
 		o.Root = cfg.Root
@@ -26,8 +27,8 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mai
 	}
 	d, err := demo.Start(o, stdout, log)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
-	return d.V4L2, d.Mailbox, d.Log(log), d.Close, nil
+	return d.V4L2, d.Mailbox, d.HIDOpen, d.Log(log), d.Close, nil
 }

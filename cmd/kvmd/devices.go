@@ -12,6 +12,7 @@ import (
 	"kvmd/atx"
 	"kvmd/devices"
 	"kvmd/events"
+	"kvmd/hid"
 	"kvmd/httpd"
 	"kvmd/hw"
 	"kvmd/info"
@@ -48,12 +49,28 @@ func atxPins(specs []hw.PinSpec, pinsOverride *atx.Pins) *atx.Pins {
 	return &atx.Pins{PowerLED: pl, HDDLED: hl, PowerLEDActiveLow: low[0], HDDActiveLow: low[1], PowerSwitch: ps, ResetSwitch: rs}
 }
 
+// hidOpener opens a HID function's node in place of the gadget's (the
+// demo's stand-in host); nil opens the real /dev/hidgN.
+type hidOpener = func(function string, writeOnly bool) (hid.File, error)
+
+// newHID returns the keyboard and mouse of the gadget under fsys; their
+// changes (the LEDs, a device on- or offline) wake the device watcher.
+func newHID(fsys hw.FS, open hidOpener, log *slog.Logger, wake chan struct{}) *hid.HID {
+	return hid.New(hid.Config{FS: fsys, Open: open, Log: log, OnChange: func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}})
+}
+
 // startDevices builds the device endpoints' sources and starts their
 // watchers, which stop with ctx or stop, whichever comes first. stop
 // returns once the ATX buttons are released: the caller calls it before
 // the process exits, so that a SIGTERM in the middle of a press does not
-// leave the button held.
-func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, log *slog.Logger) (d *httpd.Devices, stop func(), err error) {
+// leave the button held. keys, when set, is the keyboard and mouse, whose
+// changes come on wake.
+func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *hid.HID, wake <-chan struct{}, log *slog.Logger) (d *httpd.Devices, stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	hub := &events.Hub{}
 	d = &httpd.Devices{Events: hub, Version: version}
@@ -72,7 +89,11 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, log *sl
 	} else {
 		close(atxDone)
 	}
-	ds := &devices.Source{Hardware: src.Hardware, Pins: src.Profile().Pins}
+	ds := &devices.Source{Hardware: src.Hardware, Pins: src.Profile().Pins, Wake: wake}
+	if keys != nil {
+		d.HID = keys
+		ds.HIDLive = keys.State
+	}
 	d.State = ds.State
 	d.Channels = func(name string) bool {
 		return slices.ContainsFunc(ds.Channels(), func(p hw.PinSpec) bool { return p.Name == name })

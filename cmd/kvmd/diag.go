@@ -103,7 +103,7 @@ func diagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var mailbox hw.Mailbox
 	if cfg.Demo {
 		// The demo's password line is no part of the bundle's output.
-		fake, fakeMailbox, _, stop, err := setupDemo(&cfg, io.Discard, log)
+		fake, fakeMailbox, _, _, stop, err := setupDemo(&cfg, io.Discard, log)
 		if err != nil {
 			return err
 		}

@@ -38,13 +38,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	// A fixture root gets none (the demo a fake), so that no test or
 	// demo ever asks the host's firmware.
 	var mailbox hw.Mailbox
+	var hidOpen hidOpener
 	if cfg.Demo {
-		fake, fakeMailbox, demoLog, stop, err := setupDemo(&cfg, stdout, log)
+		fake, fakeMailbox, demoHID, demoLog, stop, err := setupDemo(&cfg, stdout, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		v4l2, mailbox, log = fake, fakeMailbox, demoLog
+		v4l2, mailbox, hidOpen, log = fake, fakeMailbox, demoHID, demoLog
 	} else if cfg.Root == "/" {
 		mailbox = hw.VCIO{}
 		// periph's drivers register the board's real GPIO pins. On a
@@ -111,6 +112,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--metrics-names: %w", err)
 	}
+	// The keyboard and mouse; released and closed before serve returns.
+	hidCtx, stopHID := context.WithCancel(context.Background())
+	devWake := make(chan struct{}, 1)
+	keys := newHID(hw.New(cfg.Root), hidOpen, log.With("component", "hid"), devWake)
+	hidDone := make(chan struct{})
+	go func() { defer close(hidDone); keys.Run(hidCtx) }()
+	defer func() { stopHID(); <-hidDone }()
 	hcfg := httpd.Config{
 		Auth:      a,
 		Tokens:    a.Tokens,
@@ -123,6 +131,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Metrics: metrics.New(metrics.Config{
 			Version: version, Hardware: src.Hardware, AuthCounts: a.Counts,
 			Sessions: a.ActiveSessions, LogFollowers: jr.Followers, Runtime: true, Names: names,
+			HID: keys.Counts, HIDState: keys.State,
 		}),
 		MetricsOpen:     !cfg.MetricsAuth,
 		TrustedProxies:  proxies,
@@ -133,7 +142,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Diagnostics:     diagSource(cfg, src, v4l2, a),
 	}
 	var stopDevices func()
-	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, log); err != nil {
+	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, keys, devWake, log); err != nil {
 		return err
 	}
 	defer stopDevices()

@@ -5,7 +5,7 @@
 // tree can hold: a GPIO chip (pins registered with periph, as its drivers
 // register real ones), a V4L2 capture device (answering DV timings for a
 // 1080p60 source) and the firmware's mailbox (no throttling, now or since
-// boot).
+// boot), and a host computer for the keyboard and mouse (hid.go).
 //
 // It holds test fakes (periph's gpiotest, hw/v4l2test, hw/mailboxtest), so
 // only the demo build of kvmd imports it (go build -tags demo, as make run
@@ -29,6 +29,7 @@ import (
 
 	"kvmd/auth"
 	"kvmd/board"
+	"kvmd/hid"
 	"kvmd/hw"
 	"kvmd/hw/mailboxtest"
 	"kvmd/hw/v4l2test"
@@ -62,6 +63,10 @@ type Demo struct {
 	// Journal is the demo journal, nil when it could not be started (then
 	// /api/log answers 503 saying why).
 	Journal *demojournal.Journal
+	// HIDOpen is hid.Config.Open: the keyboard and mouse go to a stand-in
+	// host that logs what it gets (hid.go).
+	HIDOpen func(function string, writeOnly bool) (hid.File, error)
+	hidHost *hidHost
 
 	dir  string
 	pins []gpio.PinIO
@@ -180,6 +185,8 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 	// What vcgencmd get_throttled prints on a healthy board: throttled=0x0
 	// (board/testdata/SOURCES.md, dog5).
 	d.Mailbox = mailboxtest.New(0)
+	d.hidHost = startHIDHost(d.Log(log).With("component", "demo-host"))
+	d.HIDOpen = d.hidHost.Open
 	return d, nil
 }
 
@@ -198,6 +205,9 @@ func (d *Demo) Log(log *slog.Logger) *slog.Logger {
 // Close stops the demo journal, unregisters the fake pins and removes the
 // demo's files.
 func (d *Demo) Close() {
+	if d.hidHost != nil {
+		d.hidHost.close()
+	}
 	if d.Journal != nil {
 		d.Journal.Close()
 	}
