@@ -463,4 +463,3 @@ func (s *system) testHID(t *testing.T, fig *figures) {
 	fig.hidTest = time.Since(start)
 	t.Logf("hid checks: %v", fig.hidTest.Round(100*time.Millisecond))
 }
-
