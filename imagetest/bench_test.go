@@ -30,15 +30,15 @@ type figures struct {
 	qemu                                                          string
 	daemonStart                                                   time.Duration
 	rssIdle, rssAfter                                             int // KiB
+	streamer                                                      streamerFigures
+	// signalToEvent: vivid's signal switched by v4l2-ctl to the streamer
+	// event at an /api/ws client (testVideo).
+	signalToEvent []time.Duration
 	// The keyboard (testHID): an /api/ws key message to its EV_KEY at the
 	// guest's input layer, µs; print's typing rate, characters a second.
 	hidLatencyMedian, hidLatencyP99 int
 	hidRate, hidSlowRate            float64
 	hidTest                         time.Duration
-	streamer                        streamerFigures
-	// signalToEvent: vivid's signal switched by v4l2-ctl to the streamer
-	// event at an /api/ws client (testVideo).
-	signalToEvent []time.Duration
 }
 
 // durationMedian returns the median of ds and their maximum; zero for none.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,43 +265,6 @@ func (s *system) post(t *testing.T, path, body string) (int, string) {
 	return st, string(b)
 }
 
-// dialWSRaw opens /api/ws as admin and returns it with a channel of its text
-// events.
-func (s *system) dialWSRaw(t *testing.T) (*websocket.Conn, <-chan []byte) {
-	t.Helper()
-	hc := *s.c.hc
-	hc.Timeout = 0
-	hdr := http.Header{}
-	for k, v := range s.creds(t) {
-		hdr.Set(k, v)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(s.c.base, "https")+"/api/ws?stream=0",
-		&websocket.DialOptions{HTTPClient: &hc, HTTPHeader: hdr})
-	if err != nil {
-		t.Fatalf("/api/ws: %v", err)
-	}
-	evs := make(chan []byte, 256)
-	go func() {
-		defer close(evs)
-		for {
-			typ, b, err := c.Read(context.Background())
-			if err != nil {
-				return
-			}
-			if typ == websocket.MessageText {
-				select {
-				case evs <- b:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() { c.CloseNow() })
-	return c, evs
-}
-
 func wsWrite(t *testing.T, c *websocket.Conn, typ websocket.MessageType, msg string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -350,7 +312,8 @@ func (s *system) testHID(t *testing.T, fig *figures) {
 
 	// /api/ws: key messages (JSON and binary) as EV_KEY, mouse messages as
 	// EV_KEY (buttons), EV_ABS (the absolute move) and EV_REL (the wheels).
-	c, wsEvents := s.dialWSRaw(t)
+	ws := s.dialWS(t)
+	c := ws.c
 	for _, m := range []struct {
 		typ websocket.MessageType
 		msg string
@@ -395,17 +358,17 @@ func (s *system) testHID(t *testing.T, fig *figures) {
 	}) {
 		t.Errorf("Caps Lock set by the host, /api/hid says %+v", hs)
 	}
-	if !waitEvent(wsEvents, 10*time.Second, func(typ string, ev json.RawMessage) bool {
+	if _, ok := ws.next("hid", 10*time.Second, func(ev json.RawMessage) bool {
 		var st hidState
-		return typ == "hid" && json.Unmarshal(ev, &st) == nil && st.Keyboard.Leds.Caps
-	}) {
+		return json.Unmarshal(ev, &st) == nil && st.Keyboard.Leds.Caps
+	}); !ok {
 		t.Error("no hid event with Caps Lock on")
 	}
 	sh.must(t, "kvmd-input led "+kbd+" 1 0")
-	if !waitEvent(wsEvents, 10*time.Second, func(typ string, ev json.RawMessage) bool {
+	if _, ok := ws.next("hid", 10*time.Second, func(ev json.RawMessage) bool {
 		var st hidState
-		return typ == "hid" && json.Unmarshal(ev, &st) == nil && !st.Keyboard.Leds.Caps
-	}) {
+		return json.Unmarshal(ev, &st) == nil && !st.Keyboard.Leds.Caps
+	}); !ok {
 		t.Error("no hid event with Caps Lock off")
 	}
 
@@ -499,26 +462,4 @@ func (s *system) testHID(t *testing.T, fig *figures) {
 	sh.run(t, "kill "+w.pid+" "+w2.pid) // the first has ended with its devices
 	fig.hidTest = time.Since(start)
 	t.Logf("hid checks: %v", fig.hidTest.Round(100*time.Millisecond))
-}
-
-// waitEvent reads events until match holds for one, at most d.
-func waitEvent(evs <-chan []byte, d time.Duration, match func(typ string, ev json.RawMessage) bool) bool {
-	deadline := time.After(d)
-	for {
-		select {
-		case b, ok := <-evs:
-			if !ok {
-				return false
-			}
-			var e struct {
-				Type  string          `json:"event_type"`
-				Event json.RawMessage `json:"event"`
-			}
-			if json.Unmarshal(b, &e) == nil && match(e.Type, e.Event) {
-				return true
-			}
-		case <-deadline:
-			return false
-		}
-	}
 }

@@ -207,7 +207,7 @@ func (g *Manager) Start(ctx context.Context, c Settings) (Result, error) {
 		}
 		r.note("unbound gadget %s from %s", Gadget, bound)
 	case diff == "":
-	case diff == errNoGadget.Error():
+	case diff == noGadget:
 		if err := g.create(c); err != nil {
 			return r, err
 		}
@@ -520,14 +520,14 @@ func (c Settings) attrs() []attr {
 // lunOwned are the drive's attributes the daemon writes, given to UID.
 var lunOwned = []string{"file", "ro", "cdrom", "forced_eject"}
 
-// errNoGadget is differs' answer when there is no gadget at all.
-var errNoGadget = errors.New("no gadget")
+// noGadget is differs' answer when there is no gadget at all.
+const noGadget = "no gadget"
 
 // differs compares the gadget in configfs with c: "" when it is whole and
-// as c says, errNoGadget's text when there is none, else what differs.
+// as c says, noGadget when there is none, else what differs.
 func (g *Manager) differs(c Settings) (string, error) {
 	if _, err := g.fs.ReadDir(GadgetDir); errors.Is(err, fs.ErrNotExist) {
-		return errNoGadget.Error(), nil
+		return noGadget, nil
 	} else if err != nil {
 		return "", fmt.Errorf("otg: %w", err)
 	}
