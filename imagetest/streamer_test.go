@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/jpeg"
 	"io"
@@ -400,9 +401,27 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 		return st.Capture != nil && st.Capture.Status == "ok" && st.Streamer != nil && st.Streamer.Source.Online
 	})
 
-	// The console: vivid's colour bars, checked pixel by pixel.
-	wc = s.webcheck(t, "console", "-url", s.c.base, "-passwd", s.passwd, "-bars", "-out", s.shotPath("console-vivid.png"))
+	// The console: vivid's colour bars, checked pixel by pixel; then the
+	// keyboard and mouse captured over the picture reach the guest's
+	// input layer through the gadget: the text typed into the page, and
+	// a click at a quarter of the picture's width and three quarters of
+	// its height at that absolute position.
+	s.buildGuestTool(t)
+	kbd, mouse := s.inputNodes(t)
+	w := s.startWatch(t, "console", kbd, mouse)
+	defer sh.run(t, "kill "+w.pid)
+	const text = "kvmd console 27"
+	wc = s.webcheck(t, "console", "-url", s.c.base, "-passwd", s.passwd, "-bars", "-out", s.shotPath("console-vivid.png"),
+		"-click", "0.25,0.75", "-type", text)
 	t.Logf("the console with vivid: %v", wc)
+	n := 0
+	evs := w.events(t, 20*time.Second, quiet(&n))
+	if got := typed(evs, usLayout); got != text {
+		t.Errorf("typed into the console %q, the guest's keyboard got %q\n%s", text, got, describeEvents(keyEvents(evs)))
+	}
+	if err := consoleClick(evs, 0.25, 0.75); err != nil {
+		t.Errorf("the console's click at the guest's mouse: %v\n%s", err, describeEvents(evs))
+	}
 
 	// Third-party clients, their requests as their sources make them.
 	s.thirdPartySnapshots(t)
@@ -604,4 +623,40 @@ http {
 	}
 	res := s.webcheck(t, "pikvm", "-url", base, "-passwd", s.passwd, "-out", s.shotPath("pikvm-kvm-page.png"))
 	t.Logf("PiKVM's KVM page (kvmd %s) behind nginx shows the stream: %v", rev, res)
+}
+
+// consoleClick checks the mouse's events (device 1 of the watcher) for a
+// left click at fx,fy of the picture: the last absolute position before
+// the press within 1 % of the axis (0..32767, the gadget's range: kvmd's
+// -32768..32767 halved), then the press and the release.
+func consoleClick(evs []inputEvent, fx, fy float64) error {
+	x, y, step := -1, -1, 0
+	for _, e := range evs {
+		switch {
+		case e.dev != 1:
+		case e.typ == evAbs && e.code == absX && step == 0:
+			x = e.value
+		case e.typ == evAbs && e.code == absY && step == 0:
+			y = e.value
+		case e.typ == evKey && e.code == btnLeft && e.value == 1 && step == 0:
+			step = 1
+		case e.typ == evKey && e.code == btnLeft && e.value == 0 && step == 1:
+			step = 2
+		}
+	}
+	if step != 2 {
+		return errors.New("no press and release of the left button")
+	}
+	wx, wy := int(fx*32767), int(fy*32767)
+	if abs(x-wx) > 328 || abs(y-wy) > 328 {
+		return fmt.Errorf("pressed at %d,%d, want about %d,%d", x, y, wx, wy)
+	}
+	return nil
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
 }

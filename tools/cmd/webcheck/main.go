@@ -2,13 +2,16 @@
 // the booted-system test (imagetest), which cannot import a browser
 // driver: the product module keeps chromedp out of its go.mod.
 //
-//	webcheck console -url URL -user U -passwd P [-out PNG] [-bars] [-overlay TEXT] [-type TEXT]
+//	webcheck console -url URL -user U -passwd P [-out PNG] [-bars] [-overlay TEXT] [-type TEXT] [-click FX,FY]
 //	webcheck pikvm -url URL -user U -passwd P [-out PNG]
 //
 // console logs in through the login page and opens the console; with
 // -bars it waits for the picture and checks it shows the 75 % colour bars
 // (vivid's test pattern), with -overlay it waits for that text over the
-// picture, with -type it clicks the picture and types the text. pikvm
+// picture, with -type it clicks the picture and types the text, with
+// -click it clicks the picture (once to capture the keyboard and mouse)
+// and then clicks the left button at FX,FY, fractions of the picture's
+// width and height. pikvm
 // opens PiKVM's own KVM page (/kvm/, served by a proxy in front of kvmd)
 // after logging in through the API, and checks its stream shows the bars.
 // Each prints one JSON object of what it saw and exits 1 when a check
@@ -41,6 +44,7 @@ type result struct {
 	Overlay  string     `json:"overlay,omitempty"`
 	Status   string     `json:"status,omitempty"`
 	Typed    string     `json:"typed,omitempty"`
+	Clicked  [2]float64 `json:"clicked,omitempty"` // where the left button was clicked, in the page
 	Took     string     `json:"took"`
 }
 
@@ -57,6 +61,7 @@ func main() {
 	bars := fs.Bool("bars", false, "wait for the picture and check it shows the 75 % colour bars")
 	overlay := fs.String("overlay", "", "wait for this text over the picture")
 	typ := fs.String("type", "", "click the picture and type this text")
+	click := fs.String("click", "", "click the picture, then click at FX,FY (fractions of the picture's size)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	fs.Parse(os.Args[2:])
 
@@ -67,7 +72,16 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "console":
-		err = console(ctx, &res, *url, *user, *passwd, *out, *bars, *overlay, *typ)
+		var at []float64
+		if *click != "" {
+			var fx, fy float64
+			if _, err := fmt.Sscanf(*click, "%g,%g", &fx, &fy); err != nil {
+				fmt.Fprintln(os.Stderr, "-click: want FX,FY")
+				os.Exit(2)
+			}
+			at = []float64{fx, fy}
+		}
+		err = console(ctx, &res, *url, *user, *passwd, *out, *bars, *overlay, *typ, at)
 	case "pikvm":
 		err = pikvm(ctx, &res, *url, *user, *passwd, *out)
 	default:
@@ -163,7 +177,7 @@ func shoot(ctx context.Context, res *result, id, out string) ([]byte, error) {
 	return png, nil
 }
 
-func console(ctx context.Context, res *result, url, user, passwd, out string, bars bool, overlay, typ string) error {
+func console(ctx context.Context, res *result, url, user, passwd, out string, bars bool, overlay, typ string, click []float64) error {
 	bctx, stop, err := browser(ctx)
 	if err != nil {
 		return err
@@ -208,15 +222,29 @@ func console(ctx context.Context, res *result, url, user, passwd, out string, ba
 			return err
 		}
 	}
-	if typ != "" {
+	if typ != "" || click != nil {
+		if err := chromedp.Run(bctx, chromedp.Evaluate(pictureRect+`('stream')`, &res.Rect)); err != nil {
+			return err
+		}
 		cx, cy := res.Rect[0]+res.Rect[2]/2, res.Rect[1]+res.Rect[3]/2
 		if res.Rect[2] == 0 {
 			cx, cy = 600, 500
 		}
+		// This click captures the keyboard and mouse; the console does
+		// not send it.
 		if err := chromedp.Run(bctx, chromedp.MouseClickXY(cx, cy),
 			chromedp.WaitVisible(`#screen[data-captured="1"]`, chromedp.ByQuery)); err != nil {
 			return fmt.Errorf("capturing the keyboard: %w", err)
 		}
+	}
+	if click != nil {
+		res.Clicked = [2]float64{res.Rect[0] + click[0]*res.Rect[2], res.Rect[1] + click[1]*res.Rect[3]}
+		if err := chromedp.Run(bctx, chromedp.MouseClickXY(res.Clicked[0], res.Clicked[1])); err != nil {
+			return fmt.Errorf("clicking: %w", err)
+		}
+		time.Sleep(500 * time.Millisecond) // the button's release goes out
+	}
+	if typ != "" {
 		if err := chromedp.Run(bctx, chromedp.KeyEvent(typ)); err != nil {
 			return fmt.Errorf("typing: %w", err)
 		}
