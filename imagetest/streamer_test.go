@@ -415,6 +415,7 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 	w := s.startWatch(t, "console", kbd, mouse)
 	defer sh.run(t, "kill "+w.pid)
 	const text = "kvmd console 27"
+	t.Logf("the console's input from %s", sh.must(t, "date +%s.%N"))
 	wc = s.webcheck(t, "console", "-url", s.c.base, "-passwd", s.passwd, "-bars", "-out", s.shotPath("console-vivid.png"),
 		"-click", "0.25,0.75", "-type", text)
 	t.Logf("the console with vivid: %v", wc)
@@ -425,6 +426,19 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 	}
 	if err := consoleClick(evs, 0.25, 0.75); err != nil {
 		t.Errorf("the console's click at the guest's mouse: %v\n%s", err, describeEvents(evs))
+	}
+	if t.Failed() {
+		_, hs, _ := s.c.do("GET", "/api/hid", s.creds(t), nil)
+		_, ms, _ := s.c.do("GET", "/api/export/prometheus/metrics", s.creds(t), nil)
+		var hm []string
+		for _, l := range strings.Split(string(ms), "\n") {
+			if strings.HasPrefix(l, "kvmd_hid") {
+				hm = append(hm, l)
+			}
+		}
+		t.Logf("/api/hid: %s\n%s\nthe daemon's HID lines:\n%s\nthe watcher's last lines:\n%s", hs, strings.Join(hm, "\n"),
+			sh.must(t, "date +%s.%N; journalctl -b -o short-unix -u kvmd.service | grep -v component=http | grep -i hid | tail -20; dmesg | grep -i -e usb -e hid | tail -30"),
+			sh.must(t, "tail -5 "+w.log))
 	}
 
 	// Third-party clients, their requests as their sources make them.

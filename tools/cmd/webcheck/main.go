@@ -26,8 +26,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -45,6 +48,7 @@ type result struct {
 	Status   string     `json:"status,omitempty"`
 	Typed    string     `json:"typed,omitempty"`
 	Clicked  [2]float64 `json:"clicked,omitempty"` // where the left button was clicked, in the page
+	Sent     []string   `json:"sent,omitempty"`    // the page's WebSocket input messages (-click, -type)
 	Took     string     `json:"took"`
 }
 
@@ -183,7 +187,23 @@ func console(ctx context.Context, res *result, url, user, passwd, out string, ba
 		return err
 	}
 	defer stop()
+	var mu sync.Mutex
+	var sent []string
+	chromedp.ListenTarget(bctx, func(ev any) {
+		if f, ok := ev.(*network.EventWebSocketFrameSent); ok && f.Response.Opcode == 1 &&
+			(strings.Contains(f.Response.PayloadData, `"key"`) || strings.Contains(f.Response.PayloadData, `"mouse_`)) {
+			mu.Lock()
+			sent = append(sent, f.Response.PayloadData)
+			mu.Unlock()
+		}
+	})
+	defer func() {
+		mu.Lock()
+		res.Sent = append([]string(nil), sent...)
+		mu.Unlock()
+	}()
 	if err := chromedp.Run(bctx,
+		network.Enable(),
 		chromedp.Navigate(url+"/login?next=%2Fconsole"),
 		chromedp.WaitVisible(`body[data-ready="1"]`, chromedp.ByQuery),
 		chromedp.SendKeys("#user", user, chromedp.ByQuery),
