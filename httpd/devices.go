@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"kvmd/atx"
 	"kvmd/auth"
@@ -13,7 +14,7 @@ import (
 )
 
 // Devices serves kvmd's device endpoints: /api/ws, /api/atx, /api/gpio,
-// /api/hid, /api/msd, /api/streamer. Paths, result shapes, error names and
+// /api/hid, /api/msd (msd.go), /api/streamer. Paths, result shapes, error names and
 // statuses follow github.com/pikvm/kvmd (read at f14596e8):
 // kvmd/apps/kvmd/api/{atx,ugpio,hid,msd,streamer}.py, and
 // kvmd/htserver.py for the statuses (an IsBusyError is 409, any other
@@ -29,6 +30,13 @@ type Devices struct {
 	// Channels says whether a GPIO channel exists, for /api/gpio/switch
 	// and /pulse: every channel here is read-only.
 	Channels func(name string) bool
+	// MSD is the virtual media drive; nil answers its operations as
+	// kvmd's disabled MSD (MsdDisabledError). Its state comes through
+	// State("msd") like the others'.
+	MSD MSD
+	// MSDStall bounds how long an image upload or read may stall
+	// (0: DefaultMSDStall).
+	MSDStall time.Duration
 	// Version is the daemon's version for the "loop" event's major and
 	// minor numbers.
 	Version string
@@ -64,16 +72,8 @@ func (s *Server) registerDevices() {
 	s.Handle("POST", "/gpio/switch", auth.RoleOperator, s.gpioAction("switch"))
 	s.Handle("POST", "/gpio/pulse", auth.RoleOperator, s.gpioAction("pulse"))
 	s.Handle("GET", "/hid", auth.RoleViewer, s.deviceState("hid"))
-	s.Handle("GET", "/msd", auth.RoleViewer, s.deviceState("msd"))
 	s.Handle("GET", "/streamer", auth.RoleViewer, s.deviceState("streamer"))
-	msdOps := []struct{ method, path string }{
-		{"POST", "/msd/set_params"}, {"POST", "/msd/set_connected"}, {"POST", "/msd/write"},
-		{"POST", "/msd/write_remote"}, {"POST", "/msd/remove"}, {"POST", "/msd/reset"}, {"GET", "/msd/read"},
-	}
-	for _, op := range msdOps {
-		s.Handle(op.method, op.path, roleFor(op.method), notImplemented("MsdOperationError", http.StatusBadRequest,
-			"This daemon reads the mass-storage drive's state but does not manage images or the drive (no upload, download, connect or reset)"))
-	}
+	s.registerMSD()
 	for _, op := range []struct{ method, path string }{
 		{"GET", "/streamer/snapshot"}, {"DELETE", "/streamer/snapshot"}, {"GET", "/streamer/ocr"},
 		{"POST", "/streamer/set_params"}, {"POST", "/streamer/reset"},

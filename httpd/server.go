@@ -88,6 +88,10 @@ type route struct {
 	// noPeer refuses unix-socket peer credentials: /auth/check, which
 	// nginx's auth_request calls as the proxy's own user.
 	noPeer bool
+	// rawBody routes read their own request body, after authentication,
+	// without the MaxBody limit and the BodyTimeout: an image upload
+	// (HandleRaw).
+	rawBody bool
 }
 
 // Server is kvmd's HTTP handler. Create it with New.
@@ -201,6 +205,15 @@ func (s *Server) Handle(method, path string, role auth.Role, h HandlerFunc) {
 	rt.allow = strings.Join(allow, ", ")
 }
 
+// HandleRaw registers h as Handle does, for a route whose handler reads
+// the request body itself, as a stream, once the request is authenticated
+// and allowed: no MaxBody, no BodyTimeout, which the handler replaces
+// with its own bounds.
+func (s *Server) HandleRaw(method, path string, role auth.Role, h HandlerFunc) {
+	s.Handle(method, path, role, h)
+	s.routes[path].rawBody = true
+}
+
 // Done is closed when the server begins to shut down; handlers that stream
 // for a long time stop when it is.
 func (s *Server) Done() <-chan struct{} { return s.done }
@@ -270,13 +283,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	if h == nil {
 		return methodNotAllowed(rt.allow)
 	}
-	if r.ContentLength > s.cfg.MaxBody {
+	if rt.rawBody {
+		// The body is the handler's; one it leaves unread (an error,
+		// authentication first) is not drained: the connection closes.
+		defer func() {
+			if err != nil {
+				w.Header().Set("Connection", "close")
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+			}
+		}()
+	} else if r.ContentLength > s.cfg.MaxBody {
 		return errTooLarge
 	}
 	// Any body is read whole now, under the size limit and the body
 	// deadline, whether or not the handler wants it: net/http would
 	// otherwise drain an unread one after the handler, with neither.
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	if !rt.rawBody && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 		body, err := s.readBody(w, r)
 		if err != nil {

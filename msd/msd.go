@@ -604,9 +604,9 @@ func (m *Manager) Begin(name string, size int64) (*Upload, error) {
 		m.mu.Unlock()
 		return nil, ErrImageExists
 	}
-	if size > m.part.Free {
+	if free := m.part.Free; size > free {
 		m.mu.Unlock()
-		return nil, ErrNoSpace.withMsg(fmt.Sprintf("The image (%d bytes) does not fit in the storage's free space (%d bytes)", size, m.part.Free))
+		return nil, ErrNoSpace.withMsg(fmt.Sprintf("The image (%d bytes) does not fit in the storage's free space (%d bytes)", size, free))
 	}
 	u := &Upload{m: m, name: name, size: size, start: time.Now()}
 	m.upload = u

@@ -15,7 +15,19 @@ import (
 	"kvmd/httpd"
 	"kvmd/hw"
 	"kvmd/info"
+	"kvmd/msd"
 )
+
+// newMSD opens the virtual media drive: images in cfg.MSDDir, the
+// gadget's LUN under cfg.Root (the demo's stand-in in demo mode); nil
+// when cfg.MSDDir is empty.
+func newMSD(cfg Config, log *slog.Logger) (*msd.Manager, error) {
+	if cfg.MSDDir == "" {
+		log.Info("virtual media off (msd-dir empty)")
+		return nil, nil
+	}
+	return msd.New(msd.Config{Dir: cfg.MSDDir, Drive: msdDrive(cfg), Log: log.With("component", "msd")})
+}
 
 // devicePoll is how often the GPIO, HID, MSD and streamer states are
 // compared for events; the ATX LEDs are read far more often (atx).
@@ -49,8 +61,9 @@ func atxPins(specs []hw.PinSpec, pinsOverride *atx.Pins) *atx.Pins {
 }
 
 // startDevices builds the device endpoints' sources and starts their
-// watchers, which stop with ctx.
-func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, log *slog.Logger) (*httpd.Devices, error) {
+// watchers, which stop with ctx. media is the virtual media drive, nil
+// when it is turned off.
+func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, media *msd.Manager, log *slog.Logger) (*httpd.Devices, error) {
 	hub := &events.Hub{}
 	d := &httpd.Devices{Events: hub, Version: version}
 	ctl, err := atx.New(atx.Config{
@@ -65,6 +78,10 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, log *sl
 		go ctl.Run(ctx)
 	}
 	ds := &devices.Source{Hardware: src.Hardware, Pins: src.Profile().Pins}
+	if media != nil {
+		ds.MSD, d.MSD = media.State, media
+		go media.Run(ctx, devicePoll, func(st msd.State) { hub.Publish(devices.EventMSD, st) })
+	}
 	d.State = ds.State
 	d.Channels = func(name string) bool {
 		return slices.ContainsFunc(ds.Channels(), func(p hw.PinSpec) bool { return p.Name == name })

@@ -115,7 +115,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
 		Diagnostics:     diagSource(cfg, src, v4l2),
 	}
-	if hcfg.Devices, err = startDevices(ctx, src, nil, log); err != nil {
+	media, err := newMSD(cfg, log)
+	if err != nil {
+		return err
+	}
+	if hcfg.Devices, err = startDevices(ctx, src, nil, media, log); err != nil {
 		return err
 	}
 	if cfg.TOTPSecret != "" {

@@ -13,6 +13,7 @@ import (
 	"kvmd/firstboot"
 	"kvmd/hw"
 	"kvmd/internal/testutil"
+	"kvmd/otg"
 )
 
 // unitDir holds the systemd units and the sysusers.d file shipped with kvmd.
@@ -216,8 +217,10 @@ func TestSystemdHardening(t *testing.T) {
 		one(s, "MemoryDenyWriteExecute", "yes"),
 		one(s, "SystemCallArchitectures", "native"),
 		one(s, "SystemCallFilter", "@system-service"),
-		// It writes only the files in /etc/kvmd (imagetest's web edits).
-		one(s, "ReadWritePaths", "-"+firstboot.DefaultEtc),
+		// It writes only the files in /etc/kvmd (imagetest's web edits),
+		// the virtual media's images and the gadget's LUN.
+		{section: s, key: "ReadWritePaths", want: []string{"-" + firstboot.DefaultEtc, "-" + filepath.Join(firstboot.DefaultState, "msd"),
+			"-/" + otg.LUNDir()}},
 		list(s, "DynamicUser"),
 	})
 

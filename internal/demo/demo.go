@@ -1,7 +1,7 @@
 // Package demo sets up kvmd serve --demo: a throwaway users file with a
 // generated password, the bundled Raspberry Pi 4 tree as the filesystem
-// root, a meta file, a demo journal, and fakes for the things no fixture
-// tree can hold: a GPIO chip (pins registered with periph, as its drivers
+// root, a meta file, a demo journal, a directory for the virtual media's
+// images, and fakes for the things no fixture tree can hold: a GPIO chip (pins registered with periph, as its drivers
 // register real ones), a V4L2 capture device (answering DV timings for a
 // 1080p60 source) and the firmware's mailbox (no throttling, now or since
 // boot).
@@ -42,6 +42,7 @@ type Options struct {
 	Root       string // filesystem root the hardware is read under
 	Meta       string // meta file
 	JournalDir string // journal files for /api/log
+	MSDDir     string // the virtual media's image storage
 	// Listen is the first address served and TLS whether it speaks TLS,
 	// for the hint printed with the generated password.
 	Listen string
@@ -50,9 +51,9 @@ type Options struct {
 
 // Demo is a running demo: the settings to serve with, and the fakes.
 type Demo struct {
-	Users, Root, Meta, JournalDir string
-	V4L2                          hw.V4L2
-	Mailbox                       hw.Mailbox
+	Users, Root, Meta, JournalDir, MSDDir string
+	V4L2                                  hw.V4L2
+	Mailbox                               hw.Mailbox
 	// Journal is the demo journal, nil when it could not be started (then
 	// /api/log answers 503 saying why).
 	Journal *demojournal.Journal
@@ -64,7 +65,7 @@ type Demo struct {
 // Start sets up the demo, printing the generated credentials to stdout.
 // Close undoes it.
 func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
-	d = &Demo{Users: o.Users, Root: o.Root, Meta: o.Meta, JournalDir: o.JournalDir}
+	d = &Demo{Users: o.Users, Root: o.Root, Meta: o.Meta, JournalDir: o.JournalDir, MSDDir: o.MSDDir}
 	d.dir, err = os.MkdirTemp("", "kvmd-demo-")
 	if err != nil {
 		return nil, err
@@ -105,6 +106,21 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 		d.Meta = filepath.Join(d.dir, "meta.yaml")
 		meta := "server:\n  host: \"@auto\"\nkvm:\n  name: kvmd demo\n  note: a Raspberry Pi 4 tree bundled with kvmd, not this machine\n"
 		if err := os.WriteFile(d.Meta, []byte(meta), 0o600); err != nil {
+			return nil, err
+		}
+	}
+
+	if d.MSDDir == "" {
+		// The virtual media's storage, with one image to try: a blank
+		// flash drive of 4 MiB (sparse, it takes no space).
+		d.MSDDir = filepath.Join(d.dir, "msd")
+		if err := os.Mkdir(d.MSDDir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(d.MSDDir, "blank-flash.img"), nil, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.Truncate(filepath.Join(d.MSDDir, "blank-flash.img"), 4<<20); err != nil {
 			return nil, err
 		}
 	}
