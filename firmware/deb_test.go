@@ -44,19 +44,27 @@ var debFiles = map[string]string{
 	"./usr/lib/systemd/system/kvmd.service": "-rw-r--r--",
 	"./usr/lib/systemd/system/kvmd.socket":  "-rw-r--r--",
 	"./usr/lib/systemd/system/kvmd-firstboot.service": "-rw-r--r--",
-	"./usr/lib/sysusers.d/":                           "drwxr-xr-x",
-	"./usr/lib/sysusers.d/kvmd.conf":                  "-rw-r--r--",
-	"./usr/share/":                                    "drwxr-xr-x",
-	"./usr/share/doc/":                                "drwxr-xr-x",
-	"./usr/share/doc/kvmd/":                           "drwxr-xr-x",
-	"./usr/share/doc/kvmd/changelog.Debian.gz":        "-rw-r--r--",
-	"./usr/share/doc/kvmd/copyright":                  "-rw-r--r--",
-	"./usr/share/lintian/":                            "drwxr-xr-x",
-	"./usr/share/lintian/overrides/":                  "drwxr-xr-x",
-	"./usr/share/lintian/overrides/kvmd":              "-rw-r--r--",
-	"./usr/share/man/":                                "drwxr-xr-x",
-	"./usr/share/man/man8/":                           "drwxr-xr-x",
-	"./usr/share/man/man8/kvmd.8.gz":                  "-rw-r--r--",
+	"./usr/lib/systemd/system/kvmd-otg.service":       "-rw-r--r--",
+	// The USB gadget (issue 25): libcomposite at boot, and the udev rule
+	// that gives /dev/hidg* to the user kvmd.
+	"./usr/lib/modules-load.d/":                "drwxr-xr-x",
+	"./usr/lib/modules-load.d/kvmd.conf":       "-rw-r--r--",
+	"./usr/lib/udev/":                          "drwxr-xr-x",
+	"./usr/lib/udev/rules.d/":                  "drwxr-xr-x",
+	"./usr/lib/udev/rules.d/90-kvmd-otg.rules": "-rw-r--r--",
+	"./usr/lib/sysusers.d/":                    "drwxr-xr-x",
+	"./usr/lib/sysusers.d/kvmd.conf":           "-rw-r--r--",
+	"./usr/share/":                             "drwxr-xr-x",
+	"./usr/share/doc/":                         "drwxr-xr-x",
+	"./usr/share/doc/kvmd/":                    "drwxr-xr-x",
+	"./usr/share/doc/kvmd/changelog.Debian.gz": "-rw-r--r--",
+	"./usr/share/doc/kvmd/copyright":           "-rw-r--r--",
+	"./usr/share/lintian/":                     "drwxr-xr-x",
+	"./usr/share/lintian/overrides/":           "drwxr-xr-x",
+	"./usr/share/lintian/overrides/kvmd":       "-rw-r--r--",
+	"./usr/share/man/":                         "drwxr-xr-x",
+	"./usr/share/man/man8/":                    "drwxr-xr-x",
+	"./usr/share/man/man8/kvmd.8.gz":           "-rw-r--r--",
 	// For fleets (issue 15): the alert rules, and the journal-upload
 	// configuration (a conffile).
 	"./usr/share/kvmd/":                          "drwxr-xr-x",
@@ -265,7 +273,7 @@ func checkDeb(t *testing.T, da debArch, deb, binary string) {
 		}
 	}
 	execStart := regexp.MustCompile(`(?m)^ExecStart=[-@:+!]*(\S+)`)
-	for _, unit := range []string{"kvmd.service", "kvmd-firstboot.service"} {
+	for _, unit := range []string{"kvmd.service", "kvmd-firstboot.service", "kvmd-otg.service"} {
 		text, err := os.ReadFile(filepath.Join(root, "usr/lib/systemd/system", unit))
 		if err != nil {
 			t.Error(err)
@@ -343,7 +351,7 @@ func TestDebPostinstChroot(t *testing.T) {
 	got := strings.Split(strings.TrimSpace(string(b)), "\n")
 	want := []string{
 		"systemd-sysusers /usr/lib/sysusers.d/kvmd.conf",
-		"systemctl enable kvmd.socket kvmd-firstboot.service",
+		"systemctl enable kvmd.socket kvmd-firstboot.service kvmd-otg.service",
 		// The upgrade: the user again (it is idempotent), no enabling.
 		"systemd-sysusers /usr/lib/sysusers.d/kvmd.conf",
 	}

@@ -59,7 +59,8 @@ func TestBootedSystem(t *testing.T) {
 	if err := os.Mkdir(share, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run(t, "cp", deb, "setup/setup", "setup/kvmd-imagetest-shell.service", share)
+	run(t, "cp", deb, "setup/setup", "setup/kvmd-imagetest-shell.service",
+		"setup/kvmd-imagetest-modules.conf", "setup/kvmd-imagetest-modprobe.conf", share)
 	sockDir, err := os.MkdirTemp("", "kvmd-it")
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +116,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("firstboot", sys.testFirstboot)
 	t.Run("units", sys.testUnits)
 	t.Run("info", sys.testInfo)
+	t.Run("gadget", sys.testGadget)
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
 	fig.rssAfter = sys.daemonRSS(t)

@@ -57,14 +57,19 @@ var ErrNoNode = errors.New("otg: no device node for the function")
 // device ("dev/hidg0"): the function's dev attribute ("236:0") names the
 // device, whose uevent in /sys/dev/char gives its node's name.
 func HIDNode(fsys hw.FS, function string) (string, error) {
-	dev, err := fsys.ReadString(path.Join(FunctionDir(function), "dev"))
+	return hidNode(fsys.ReadString, function)
+}
+
+// hidNode is HIDNode reading with read (hw.FS.ReadString: trimmed).
+func hidNode(read func(string) (string, error), function string) (string, error) {
+	dev, err := read(path.Join(FunctionDir(function), "dev"))
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %w", ErrNoNode, function, err)
 	}
 	if !validDevNum(dev) {
 		return "", fmt.Errorf("%w: %s: dev %q is not MAJOR:MINOR", ErrNoNode, function, dev)
 	}
-	uevent, err := fsys.ReadString(path.Join("sys/dev/char", dev, "uevent"))
+	uevent, err := read(path.Join("sys/dev/char", dev, "uevent"))
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %w", ErrNoNode, function, err)
 	}

@@ -52,10 +52,14 @@ put() {
 }
 
 put 0755 "$binary" usr/bin/kvmd
-for u in kvmd.service kvmd.socket kvmd-firstboot.service; do
+for u in kvmd.service kvmd.socket kvmd-firstboot.service kvmd-otg.service; do
 	put 0644 "$top/systemd/$u" "usr/lib/systemd/system/$u"
 done
 put 0644 "$top/systemd/sysusers.d/kvmd.conf" usr/lib/sysusers.d/kvmd.conf
+# The USB gadget (kvmd-otg.service): libcomposite at boot, and its
+# keyboard's and mouse's device nodes for the user kvmd alone.
+put 0644 "$top/systemd/modules-load.d/kvmd.conf" usr/lib/modules-load.d/kvmd.conf
+put 0644 "$top/systemd/udev/90-kvmd-otg.rules" usr/lib/udev/rules.d/90-kvmd-otg.rules
 # For fleets: the alert rules for a central Prometheus, and the
 # configuration of systemd-journal-upload (package systemd-journal-remote;
 # off until an operator sets its URL and enables the service).

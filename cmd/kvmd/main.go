@@ -7,6 +7,7 @@
 //	kvmd totp init|show|del ...           manage the 2FA secret
 //	kvmd firstboot [--etc DIR] ...        provision a new device
 //	kvmd diag [-o FILE] [--config FILE]   write a support bundle
+//	kvmd otg start|stop|status ...        the USB gadget (keyboard, mouse, drive)
 //	kvmd version
 package main
 
@@ -32,6 +33,7 @@ const usage = `usage:
   kvmd totp init|show|del --secret FILE [-f]
   kvmd firstboot [--etc DIR] [--state DIR] [--issue FILE] [--hostname NAME] [--group GROUP]
   kvmd diag [-o FILE] [--redact-identities] [--config FILE] [--root DIR] [--journal-dir DIR] [--demo]
+  kvmd otg start|stop|status [--config FILE] [--udc NAME] ...
   kvmd version
 Run "kvmd serve -h" for every serve flag.
 `
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return firstbootCmd(args[1:], stdout, stderr)
 	case "diag":
 		return diagCmd(ctx, args[1:], stdout, stderr)
+	case "otg":
+		return otgCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "kvmd", version)
 		return nil

@@ -13,13 +13,12 @@ import (
 	"kvmd/firstboot"
 	"kvmd/hw"
 	"kvmd/internal/testutil"
-	"kvmd/otg"
 )
 
 // unitDir holds the systemd units and the sysusers.d file shipped with kvmd.
 const unitDir = "../../systemd"
 
-var unitFiles = []string{"kvmd.service", "kvmd.socket", "kvmd-firstboot.service"}
+var unitFiles = []string{"kvmd.service", "kvmd.socket", "kvmd-firstboot.service", "kvmd-otg.service"}
 
 // unitCopies copies the units into a temporary directory with ExecStart
 // pointing at the kvmd binary built for the tests, since verify checks
@@ -172,7 +171,7 @@ func TestSystemdHardening(t *testing.T) {
 	checkDirectives(t, "kvmd.service", u, []directive{
 		list("Unit", "Requires", "kvmd.socket"),
 		list("Unit", "Wants", "kvmd-firstboot.service"),
-		list("Unit", "After", "network.target", "kvmd.socket", "kvmd-firstboot.service"),
+		list("Unit", "After", "network.target", "kvmd.socket", "kvmd-firstboot.service", "kvmd-otg.service"),
 		one(s, "Type", "notify"),
 		one(s, "NotifyAccess", "main"),
 		one(s, "ExecStart", "/usr/bin/kvmd serve --config "+filepath.Join(firstboot.DefaultEtc, "kvmd.yaml")),
@@ -186,8 +185,10 @@ func TestSystemdHardening(t *testing.T) {
 		// at every start when its owner differs: kvmd.socket's socket in
 		// /run/kvmd and firstboot's root-only files in /var/lib/kvmd and
 		// /etc/kvmd would become the daemon's (the booted-system test,
-		// imagetest/, found the first two).
-		list(s, "RuntimeDirectory"),
+		// imagetest/, found the first two). Only the streamer's socket
+		// directory below /run/kvmd, the daemon's alone.
+		list(s, "RuntimeDirectory", "kvmd/ustreamer"),
+		one(s, "RuntimeDirectoryMode", "0700"),
 		list(s, "StateDirectory"),
 		list(s, "ConfigurationDirectory"),
 		list(s, "LogsDirectory"),
@@ -198,8 +199,12 @@ func TestSystemdHardening(t *testing.T) {
 		one(s, "NoNewPrivileges", "yes"),
 		one(s, "PrivateDevices", "no"),
 		one(s, "DevicePolicy", "closed"),
-		{section: s, key: "DeviceAllow", want: []string{"char-video4linux r", "char-gpiochip r", "char-*gpiomem rw",
-			"/dev/vcio_gencmd r", "/dev/vcio r"}},
+		// ustreamer, the daemon's child, opens the capture node
+		// read-write; the gadget's keyboard and mouse are written and
+		// read (LEDs). No block or input devices: the gadget's disk and
+		// keyboard as this machine's own host sees them (imagetest).
+		{section: s, key: "DeviceAllow", want: []string{"char-video4linux rw", "char-media r", "char-hidg rw",
+			"char-gpiochip r", "char-*gpiomem rw", "/dev/vcio_gencmd r", "/dev/vcio r"}},
 		one(s, "ProtectSystem", "strict"),
 		one(s, "ProtectHome", "yes"),
 		one(s, "PrivateTmp", "yes"),
@@ -217,10 +222,10 @@ func TestSystemdHardening(t *testing.T) {
 		one(s, "MemoryDenyWriteExecute", "yes"),
 		one(s, "SystemCallArchitectures", "native"),
 		one(s, "SystemCallFilter", "@system-service"),
-		// It writes only the files in /etc/kvmd (imagetest's web edits),
-		// the virtual media's images and the gadget's LUN.
-		{section: s, key: "ReadWritePaths", want: []string{"-" + firstboot.DefaultEtc, "-" + filepath.Join(firstboot.DefaultState, "msd"),
-			"-/" + otg.LUNDir()}},
+		// It writes the files in /etc/kvmd (imagetest's web edits), the
+		// virtual media's images, and in configfs what file permissions
+		// let it: the drive's LUN.
+		{section: s, key: "ReadWritePaths", want: []string{"-" + firstboot.DefaultEtc, "-" + filepath.Join(firstboot.DefaultState, "msd"), "-/sys/kernel/config"}},
 		list(s, "DynamicUser"),
 	})
 

@@ -1,0 +1,373 @@
+package otg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const kvmdUID = 1000
+
+func started(t *testing.T, m *modelFS, s Settings) Result {
+	t.Helper()
+	r, err := m.manager().Start(context.Background(), s)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return r
+}
+
+func attrOf(t *testing.T, m *modelFS, rel string) string {
+	t.Helper()
+	n, ok := m.nodes[GadgetDir+"/"+rel]
+	if !ok {
+		t.Fatalf("no %s", rel)
+	}
+	return string(n.data)
+}
+
+// TestStart: the gadget as PiKVM's kvmd-otg makes it, bound, its nodes
+// and the LUN's attributes the daemon's user's.
+func TestStart(t *testing.T) {
+	m := newModel().withUDC("fe980000.usb")
+	m.udevUID = kvmdUID
+	s := quick()
+	s.UID, s.GID = kvmdUID, kvmdUID
+	r := started(t, m, s)
+	if !r.Changed || r.UDC != "fe980000.usb" || !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1"}) {
+		t.Errorf("Start = %+v", r)
+	}
+	for rel, want := range map[string]string{
+		"UDC":                                              "fe980000.usb\n",
+		"idVendor":                                         "0x1d6b\n",
+		"idProduct":                                        "0x0104\n",
+		"bcdDevice":                                        "0x0100\n",
+		"bcdUSB":                                           "0x0200\n",
+		"strings/0x409/manufacturer":                       "PiKVM\n",
+		"strings/0x409/product":                            "PiKVM Composite Device\n",
+		"strings/0x409/serialnumber":                       "CAFEBABE\n",
+		"configs/c.1/MaxPower":                             "250\n",
+		"configs/c.1/bmAttributes":                         "0xa0\n",
+		"functions/hid.usb0/protocol":                      "1\n",
+		"functions/hid.usb0/subclass":                      "1\n",
+		"functions/hid.usb0/report_length":                 "8\n",
+		"functions/hid.usb0/no_out_endpoint":               "1\n",
+		"functions/hid.usb1/protocol":                      "0\n",
+		"functions/hid.usb1/report_length":                 "7\n",
+		"functions/mass_storage.usb0/stall":                "0\n",
+		"functions/mass_storage.usb0/lun.0/cdrom":          "0\n",
+		"functions/mass_storage.usb0/lun.0/ro":             "1\n",
+		"functions/mass_storage.usb0/lun.0/removable":      "1\n",
+		"functions/mass_storage.usb0/lun.0/inquiry_string": "PiKVM   Flash Drive     1.00\n",
+	} {
+		if got := attrOf(t, m, rel); got != want {
+			t.Errorf("%s = %q, want %q", rel, got, want)
+		}
+	}
+	if got := attrOf(t, m, "functions/hid.usb0/report_desc"); got != string(KeyboardHID().Descriptor) {
+		t.Errorf("keyboard report_desc % x", got)
+	}
+	if got := attrOf(t, m, "functions/hid.usb1/report_desc"); got != string(MouseHID(true).Descriptor) {
+		t.Errorf("mouse report_desc % x", got)
+	}
+	for _, fn := range functions {
+		if l, err := m.Readlink(GadgetDir + "/configs/c.1/" + fn); err != nil || l != "/"+FunctionDir(fn) {
+			t.Errorf("configs/c.1/%s -> %q, %v", fn, l, err)
+		}
+	}
+	for _, a := range lunOwned {
+		if n := m.nodes[LUNDir()+"/"+a]; n.uid != kvmdUID || n.gid != kvmdUID {
+			t.Errorf("lun.0/%s owned by %d:%d", a, n.uid, n.gid)
+		}
+	}
+	if n := m.nodes[LUNDir()+"/removable"]; n.uid != 0 {
+		t.Errorf("lun.0/removable given away")
+	}
+	// Binding is the last change: the kernel fixes a bound gadget's
+	// functions.
+	if last := m.log[len(m.log)-1]; last != "write "+GadgetDir+"/UDC" {
+		t.Errorf("the last change was %q", last)
+	}
+	// Nothing given to the user by Start itself: udev's rule did it.
+	if slices.ContainsFunc(m.log, func(l string) bool { return strings.HasPrefix(l, "chown dev/") }) {
+		t.Errorf("Start chowned the nodes though udev had: %q", m.log)
+	}
+}
+
+// TestStartNoUdevRule: without the udev rule, Start gives the nodes to
+// the user itself, and says so.
+func TestStartNoUdevRule(t *testing.T) {
+	m := newModel().withUDC("dummy_udc.0")
+	s := quick()
+	s.UID, s.GID = kvmdUID, kvmdUID
+	r := started(t, m, s)
+	for _, n := range []string{"dev/hidg0", "dev/hidg1"} {
+		if !m.OwnedBy(n, kvmdUID, 0o600) {
+			t.Errorf("%s: %+v", n, *m.nodes[n])
+		}
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "no udev rule did") {
+		t.Errorf("notes %q", r.Notes)
+	}
+}
+
+// TestStartIdempotent: a second Start changes nothing, and a settings
+// change makes the gadget anew; a moved controller rebinds it.
+func TestStartIdempotent(t *testing.T) {
+	m := newModel().withUDC("a.usb").withUDC("b.usb")
+	s := quick()
+	s.UDC = "a.usb"
+	started(t, m, s)
+	n := len(m.log)
+	r := started(t, m, s)
+	if r.Changed || len(m.log) != n || !strings.Contains(r.Notes[0], "nothing changed") {
+		t.Errorf("second Start: %+v, changes %q", r, m.log[n:])
+	}
+
+	s.Product = "Another KVM"
+	r = started(t, m, s)
+	if !r.Changed || attrOf(t, m, "strings/0x409/product") != "Another KVM\n" || attrOf(t, m, "UDC") != "a.usb\n" {
+		t.Errorf("Start with another product: %+v", r)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), `strings/0x409/product is "PiKVM Composite Device", not "Another KVM"`) {
+		t.Errorf("notes %q", r.Notes)
+	}
+
+	s.UDC = "b.usb"
+	n = len(m.log)
+	r = started(t, m, s)
+	if attrOf(t, m, "UDC") != "b.usb\n" || slices.ContainsFunc(m.log[n:], func(l string) bool { return strings.HasPrefix(l, "mkdir") }) {
+		t.Errorf("Start on another controller: %+v, changes %q", r, m.log[n:])
+	}
+
+	// The daemon's runtime changes (a medium, its flags) are not a
+	// difference.
+	m.nodes[LUNDir()+"/cdrom"].data = []byte("1\n")
+	m.nodes[LUNDir()+"/file"].data = []byte("/var/lib/kvmd/msd/x.iso\n")
+	if r := started(t, m, s); r.Changed {
+		t.Errorf("Start after the daemon inserted a medium: %+v", r)
+	}
+
+	// An unbound gadget is bound again.
+	if err := m.WriteFile(GadgetDir+"/UDC", []byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	if r := started(t, m, s); !r.Changed || attrOf(t, m, "UDC") != "b.usb\n" {
+		t.Errorf("Start of the unbound gadget: %+v", r)
+	}
+}
+
+// TestStartHalfMade: a gadget left without its links is taken down and
+// made again.
+func TestStartHalfMade(t *testing.T) {
+	m := newModel().withUDC("dummy_udc.0")
+	for _, d := range []string{GadgetDir, GadgetDir + "/functions/hid.usb0", GadgetDir + "/configs/c.1"} {
+		if err := m.Mkdir(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := started(t, m, quick())
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "hid.usb0 is not in configuration c.1") || attrOf(t, m, "UDC") != "dummy_udc.0\n" {
+		t.Errorf("Start: %+v", r)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		model func() *modelFS
+		udc   string
+		want  error
+		msg   string
+	}{
+		{"no configfs", func() *modelFS { return newModel().withUDC("u").noConfigfs() }, "", ErrNoConfigfs, "mount -t configfs"},
+		{"no libcomposite", func() *modelFS { return newModel().withUDC("u").noComposite() }, "", ErrNoLibcomposite, "modprobe libcomposite"},
+		{"no UDC", newModel, "", ErrNoUDC, "dtoverlay=dwc2"},
+		{"not the UDC configured", func() *modelFS { return newModel().withUDC("u") }, "v", ErrNoUDC, "named v: /sys/class/udc has u"},
+		{"several UDCs", func() *modelFS { return newModel().withUDC("u").withUDC("v") }, "", ErrManyUDCs, "u, v; choose one with --udc"},
+		{"another gadget", func() *modelFS {
+			m := newModel().withUDC("u")
+			m.Mkdir(gadgetRoot + "/g1")
+			m.WriteFile(gadgetRoot+"/g1/UDC", []byte("u"))
+			return m
+		}, "", ErrUDCBusy, "gadget g1 is bound to u; unbind it (echo > /sys/kernel/config/usb_gadget/g1/UDC)"},
+		{"a legacy gadget driver", func() *modelFS {
+			m := newModel().withUDC("u")
+			m.nodes["sys/class/udc/u/function"].data = []byte("g_ether\n")
+			return m
+		}, "", ErrUDCBusy, "driver g_ether is bound to u"},
+		{"no usb_f_hid", func() *modelFS {
+			m := newModel().withUDC("u")
+			m.funcTypes = []string{"mass_storage"}
+			return m
+		}, "", ErrNoFunction, "hid (modprobe usb_f_hid)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.model()
+			s := quick()
+			s.UDC = tc.udc
+			before := len(m.children(gadgetRoot))
+			_, err := m.manager().Start(context.Background(), s)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("Start: %v, want %v with %q", err, tc.want, tc.msg)
+			}
+			// Nothing of ours is left behind.
+			if m.Exists(GadgetDir) || len(m.children(gadgetRoot)) != before {
+				t.Errorf("left %q", m.children(gadgetRoot))
+			}
+		})
+	}
+}
+
+// TestStop: the gadget unbound and gone, the nodes with it; another
+// gadget stays; a second Stop does nothing.
+func TestStop(t *testing.T) {
+	m := newModel().withUDC("u").withUDC("v")
+	m.Mkdir(gadgetRoot + "/other")
+	m.Mkdir(gadgetRoot + "/other/functions/acm.usb0")
+	s := quick()
+	s.UDC = "u"
+	started(t, m, s)
+	// A medium in, as the daemon leaves it.
+	m.nodes[LUNDir()+"/file"].data = []byte("/var/lib/kvmd/msd/x.img\n")
+
+	r, err := m.manager().Stop()
+	if err != nil || !r.Changed {
+		t.Fatalf("Stop: %+v, %v", r, err)
+	}
+	if m.Exists(GadgetDir) || m.Exists("dev/hidg0") || !m.Exists(gadgetRoot+"/other/functions/acm.usb0") {
+		t.Errorf("after Stop: %q", m.children(gadgetRoot))
+	}
+	if strings.TrimSpace(string(m.nodes["sys/class/udc/u/function"].data)) != "" {
+		t.Error("the controller still has a driver")
+	}
+	r, err = m.manager().Stop()
+	if err != nil || r.Changed {
+		t.Errorf("second Stop: %+v, %v", r, err)
+	}
+	// And it can be made again.
+	started(t, m, s)
+}
+
+// TestStopExtras: what another tool added to the gadget (a function, a
+// configuration's strings, a LUN) does not keep Stop from removing it.
+func TestStopExtras(t *testing.T) {
+	m := newModel().withUDC("u")
+	started(t, m, quick())
+	for _, d := range []string{"functions/acm.usb0", "configs/c.1/strings/0x409", "configs/c.2"} {
+		if err := m.Mkdir(GadgetDir + "/" + d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.nodes[GadgetDir+"/UDC"].data = []byte("\n") // unbind to link
+	m.nodes["sys/class/udc/u/function"].data = nil
+	if err := m.Symlink("/"+FunctionDir("acm.usb0"), GadgetDir+"/configs/c.2/acm.usb0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.manager().Stop(); err != nil || m.Exists(GadgetDir) {
+		t.Fatalf("Stop: %v; left %q", err, m.children(GadgetDir))
+	}
+}
+
+func TestSettingsCheck(t *testing.T) {
+	for _, bad := range []func(*Settings){
+		func(s *Settings) { s.Manufacturer = "" },
+		func(s *Settings) { s.Product = strings.Repeat("x", 127) },
+		func(s *Settings) { s.Serial = "a\nb" },
+		func(s *Settings) { s.MaxPower = 501 },
+		func(s *Settings) { s.UDC = "../x" },
+	} {
+		s := DefaultSettings()
+		bad(&s)
+		if err := s.Check(); err == nil {
+			t.Errorf("%+v: no error", s)
+		}
+	}
+	if err := DefaultSettings().Check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// reportBits walks a report descriptor (HID 1.11, 6.2.2) and returns the
+// bits of its input and output reports: Report Size × Report Count per
+// Input or Output main item.
+func reportBits(t *testing.T, d []byte) (in, out int) {
+	t.Helper()
+	var size, count int
+	for len(d) > 0 {
+		n := int(d[0] & 3)
+		if n == 3 {
+			n = 4
+		}
+		if len(d) < 1+n {
+			t.Fatalf("truncated item % x", d)
+		}
+		var v int
+		for i := n; i > 0; i-- {
+			v = v<<8 | int(d[i])
+		}
+		switch d[0] { // the items used here have one byte of data
+		case reportSize:
+			size = v
+		case reportCount:
+			count = v
+		case input:
+			in += size * count
+		case output:
+			out += size * count
+		}
+		d = d[1+n:]
+	}
+	return in, out
+}
+
+// TestDescriptors: report_length is the input report the descriptor
+// describes (f_hid sends report_length bytes; a host parses the
+// descriptor); the keyboard has a one-byte LED output report; the
+// collections close.
+func TestDescriptors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		h      HID
+		outLen int
+	}{
+		{"keyboard", KeyboardHID(), 8},
+		{"mouse", MouseHID(false), 0},
+		{"mouse with horizontal wheel", MouseHID(true), 0},
+	} {
+		in, out := reportBits(t, tc.h.Descriptor)
+		if in != tc.h.ReportLength*8 || out != tc.outLen {
+			t.Errorf("%s: input %d bits (report_length %d), output %d bits", tc.name, in, tc.h.ReportLength, out)
+		}
+		open := bytes.Count(tc.h.Descriptor, []byte{collection}) // 0xa1 only ever starts an item here
+		if closed := bytes.Count(tc.h.Descriptor, []byte{endCollection}); open != closed {
+			t.Errorf("%s: %d collections, %d ends", tc.name, open, closed)
+		}
+	}
+	if MouseHID(false).ReportLength != 6 || MouseHID(true).ReportLength != 7 {
+		t.Error("mouse report lengths")
+	}
+}
+
+func TestSameAttr(t *testing.T) {
+	for _, tc := range []struct {
+		shown, written string
+		same           bool
+	}{
+		{"0x1d6b\n", "0x1D6B", true},
+		{"250\n", "250", true},
+		{"0xa0\n", "0xa0", true},
+		{"PiKVM\n", "PiKVM", true},
+		{"PiKVM\n", "PiKVM2", false},
+		{"1\n", "0", false},
+		{"\x05\x01", "\x05\x01", true},
+		{"\x05\x01", "\x05\x02", false},
+	} {
+		if got := sameAttr([]byte(tc.shown), []byte(tc.written)); got != tc.same {
+			t.Errorf("sameAttr(%q, %q) = %v", tc.shown, tc.written, got)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package otg
+
+// HID is what a hid function needs in configfs: the interface's boot
+// subclass and protocol, the length of its input reports, and its report
+// descriptor (drivers/usb/gadget/function/f_hid.c: subclass, protocol,
+// report_length, report_desc).
+type HID struct {
+	Subclass     int
+	Protocol     int
+	ReportLength int
+	Descriptor   []byte
+}
+
+// HID items used below (HID 1.11, 6.2.2): the prefix byte holds the tag,
+// the type and the size of the data that follows.
+const (
+	usagePage     = 0x05
+	usage         = 0x09
+	usage16       = 0x0a // Usage with two bytes of data (AC Pan)
+	usageMin      = 0x19
+	usageMax      = 0x29
+	usageMax16    = 0x2a
+	logicalMin    = 0x15
+	logicalMin16  = 0x16
+	logicalMax    = 0x25
+	logicalMax16  = 0x26
+	reportSize    = 0x75
+	reportCount   = 0x95
+	input         = 0x81
+	output        = 0x91
+	collection    = 0xa1
+	endCollection = 0xc0
+)
+
+// KeyboardHID is PiKVM's boot keyboard: 8-byte input reports (modifiers, a
+// reserved byte, six key codes) and a 1-byte LED output report (Num, Caps,
+// Scroll, Compose, Kana), which the host sends when its lock keys change.
+// From kvmd/apps/otg/hid/keyboard.py (pikvm/kvmd, read at f14596e8),
+// without a report ID, as kvmd-otg makes it.
+func KeyboardHID() HID {
+	return HID{
+		Subclass:     1, // boot interface
+		Protocol:     1, // keyboard
+		ReportLength: 8,
+		Descriptor: []byte{
+			usagePage, 0x01, // Generic Desktop
+			usage, 0x06, // Keyboard
+			collection, 0x01, // Application
+
+			// Modifiers: one bit each for LeftControl..Right GUI.
+			usagePage, 0x07, // Keyboard/Keypad
+			usageMin, 0xe0,
+			usageMax, 0xe7,
+			logicalMin, 0x00,
+			logicalMax, 0x01,
+			reportSize, 0x01,
+			reportCount, 0x08,
+			input, 0x02, // Data, Variable, Absolute
+
+			// The reserved byte.
+			reportCount, 0x01,
+			reportSize, 0x08,
+			input, 0x01, // Constant
+
+			// The LEDs: five bits of output report, padded to a byte.
+			reportCount, 0x05,
+			reportSize, 0x01,
+			usagePage, 0x08, // LEDs
+			usageMin, 0x01, // Num Lock
+			usageMax, 0x05, // Kana
+			output, 0x02, // Data, Variable, Absolute
+			reportCount, 0x01,
+			reportSize, 0x03,
+			output, 0x01, // Constant
+
+			// Six key codes.
+			reportCount, 0x06,
+			reportSize, 0x08,
+			logicalMin, 0x00,
+			logicalMax16, 0xff, 0x00,
+			usagePage, 0x07, // Keyboard/Keypad
+			usageMin, 0x00,
+			usageMax16, 0xff, 0x00,
+			input, 0x00, // Data, Array, Absolute
+
+			endCollection,
+		},
+	}
+}
+
+// MouseHID is PiKVM's absolute mouse: buttons (1 byte), X and Y
+// (2 bytes each, little-endian, 0..32767), the wheel (1 byte, -127..127)
+// and, with horizontalWheel, a horizontal wheel (AC Pan, 1 byte): 6 or 7
+// bytes. Protocol 0 (no boot protocol): a host reads it from the report
+// descriptor. From kvmd/apps/otg/hid/mouse.py (pikvm/kvmd, read at
+// f14596e8), whose default (kvmd.hid.mouse.horizontal_wheel) is on.
+func MouseHID(horizontalWheel bool) HID {
+	d := []byte{
+		usagePage, 0x01, // Generic Desktop
+		usage, 0x02, // Mouse
+		collection, 0x01, // Application
+		usage, 0x01, // Pointer (Apple's recovery needs it and Physical)
+		collection, 0x00, // Physical
+
+		// Eight buttons.
+		usagePage, 0x09, // Button
+		usageMin, 0x01,
+		usageMax, 0x08,
+		logicalMin, 0x00,
+		logicalMax, 0x01,
+		reportCount, 0x08,
+		reportSize, 0x01,
+		input, 0x02, // Data, Variable, Absolute
+
+		// X and Y, 0..32767 (kvmd's range: some hosts mishandle negative
+		// or full 16-bit ranges).
+		usagePage, 0x01, // Generic Desktop
+		usage, 0x30, // X
+		usage, 0x31, // Y
+		logicalMin16, 0x00, 0x00,
+		logicalMax16, 0xff, 0x7f,
+		reportSize, 0x10,
+		reportCount, 0x02,
+		input, 0x02, // Data, Variable, Absolute
+
+		// The wheel.
+		usage, 0x38, // Wheel
+		logicalMin, 0x81, // -127
+		logicalMax, 0x7f, // 127
+		reportSize, 0x08,
+		reportCount, 0x01,
+		input, 0x06, // Data, Variable, Relative
+	}
+	length := 6
+	if horizontalWheel {
+		d = append(d,
+			usagePage, 0x0c, // Consumer
+			usage16, 0x38, 0x02, // AC Pan
+			logicalMin, 0x81,
+			logicalMax, 0x7f,
+			reportSize, 0x08,
+			reportCount, 0x01,
+			input, 0x06, // Data, Variable, Relative
+		)
+		length = 7
+	}
+	d = append(d, endCollection, endCollection)
+	return HID{Subclass: 0, Protocol: 0, ReportLength: length, Descriptor: d}
+}
