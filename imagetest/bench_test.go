@@ -29,6 +29,10 @@ type figures struct {
 	qemu                                                          string
 	daemonStart                                                   time.Duration
 	rssIdle, rssAfter                                             int // KiB
+	// msdUploadMiBps is an image's upload through the daemon (HTTPS, the
+	// forwarded port); msdHostReadMBps the host side reading the LUN with
+	// dd (direct I/O), in dd's MB/s.
+	msdUploadMiBps, msdHostReadMBps float64
 }
 
 func (f *figures) report(t *testing.T) {
@@ -78,6 +82,10 @@ func (f *figures) markdown(now time.Time) string {
 	w("| kvmd VmRSS, idle after the first boot | %s |", mib(f.rssIdle))
 	w("| kvmd VmRSS after the `/api/info` and `/api/log` checks (follow included) | %s |", mib(f.rssAfter))
 	w("| watchdog: `SIGSTOP` to the daemon restarted and running (`WatchdogSec=30s`) | %.0f s |", f.watchdogRestart.Seconds())
+	if f.msdHostReadMBps > 0 {
+		w("| virtual media: a 1 MiB ISO uploaded through the daemon (HTTPS through qemu's forwarded port) | %.1f MiB/s |", f.msdUploadMiBps)
+		w("| virtual media: the host side reading the 8 MiB flash image from the LUN (`dd iflag=direct bs=1M`, dummy_hcd) | %.1f MB/s |", f.msdHostReadMBps)
+	}
 	w("| install boot: `apt install ./kvmd_*.deb` in the never-booted system, power off | %.0f s |", f.install.Seconds())
 	if f.imageBuilt {
 		w("| root file system built with mmdebstrap (not cached: a cold run) | %.0f s |", f.image.Seconds())

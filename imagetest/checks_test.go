@@ -37,6 +37,8 @@ func (s *system) testFirstboot(t *testing.T) {
 		"/etc/kvmd/tls.key":            "root:kvmd 640",
 		"/etc/kvmd/tls.crt":            "root:root 644",
 		"/etc/issue.d/kvmd.issue":      "root:root 600",
+		"/var/lib/kvmd":                "root:kvmd 710",
+		"/var/lib/kvmd/msd":            "root:kvmd 770",
 		"/var/lib/kvmd/admin-password": "root:root 600",
 		"/var/lib/kvmd/secret":         "root:root 600",
 	}
