@@ -483,6 +483,8 @@ func TestMSDParams(t *testing.T) {
 		{"POST", "/api/msd/set_params?cdrom=maybe", "ValidatorError"},
 		{"POST", "/api/msd/set_params?image=../../etc/passwd", "ValidatorError"},
 		{"POST", "/api/msd/set_params?image=nope.img", "MsdUnknownImageError"},
+		{"POST", "/api/msd/set_params?image=.hidden", "ValidatorError"},
+		{"POST", "/api/msd/remove?image=bad%01name", "ValidatorError"},
 		{"POST", "/api/msd/set_params?image=%20a.img%20", ""}, // stripped, as kvmd
 		{"POST", "/api/msd/set_params?image=/a.img", ""},      // kvmd drops empty parts
 		{"POST", "/api/msd/set_params?image=my%20file.iso&cdrom=1", ""},
