@@ -3,7 +3,6 @@ package msd
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -115,6 +114,3 @@ func (c closer) Close() error {
 	c.tr.CloseIdleConnections()
 	return err
 }
-
-// IsRemote says whether err is a download that could not start.
-func IsRemote(err error) bool { return errors.Is(err, ErrRemote) }
