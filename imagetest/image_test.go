@@ -118,6 +118,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("info", sys.testInfo)
 	t.Run("gadget", sys.testGadget)
 	t.Run("msd", func(t *testing.T) { sys.testMSD(t, &fig) })
+	t.Run("msd power cut", sys.testMSDPowerCut)
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
 	fig.rssAfter = sys.daemonRSS(t)

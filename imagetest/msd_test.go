@@ -271,16 +271,16 @@ func (s *system) testMSD(t *testing.T, fig *figures) {
 
 	// A cut connection, then a killed daemon, mid-upload.
 	images := "flash.img\nkvmd-test.iso"
-	if out := sh.must(t, "ls -A "+msdDir); out != images {
+	if out := sh.must(t, "ls -1A "+msdDir); out != images {
 		t.Fatalf("%s before the cut uploads:\n%s", msdDir, out)
 	}
 	s.cutUpload(t, ctx, "cut.img", func() {})
-	if out := sh.must(t, "ls -A "+msdDir); out != images {
+	if out := sh.must(t, "ls -1A "+msdDir); out != images {
 		t.Errorf("%s after a cut upload:\n%s", msdDir, out)
 	}
 	pid := s.mainPID(t)
 	s.cutUpload(t, ctx, "killed.img", func() {
-		if out := sh.must(t, "ls -A "+msdDir); !regexp.MustCompile(`(?m)^\.kvmd-upload-`).MatchString(out) {
+		if out := sh.must(t, "ls -1A "+msdDir); !regexp.MustCompile(`(?m)^\.kvmd-upload-`).MatchString(out) {
 			t.Errorf("no temporary file while uploading:\n%s", out)
 		}
 		sh.must(t, fmt.Sprintf("kill -9 %d", pid))
@@ -295,7 +295,7 @@ func (s *system) testMSD(t *testing.T, fig *figures) {
 	if st := s.msdState(t); st.Storage.Uploading != nil || len(st.Storage.Images) != 2 {
 		t.Errorf("after the restart: %+v", st.Storage)
 	}
-	if out := sh.must(t, "ls -A "+msdDir); out != images {
+	if out := sh.must(t, "ls -1A "+msdDir); out != images {
 		t.Errorf("%s after kill -9 mid-upload and a restart:\n%s", msdDir, out)
 	}
 	if log := sh.must(t, "journalctl -b -o cat _SYSTEMD_UNIT=kvmd.service _PID=$(systemctl show -p MainPID --value kvmd.service)"); !strings.Contains(log, "removed an incomplete upload") {
@@ -306,6 +306,45 @@ func (s *system) testMSD(t *testing.T, fig *figures) {
 	}
 	t.Logf("virtual media checks: %v (ISO %d KiB, upload %.1f MiB/s through TLS, host read %.1f MB/s, all under TCG)",
 		time.Since(start).Round(100*time.Millisecond), len(iso)>>10, fig.msdUploadMiBps, fig.msdHostReadMBps)
+}
+
+// testMSDPowerCut: an image whose upload was answered is on disk: a
+// power cut right after the answer (sysrq b resets the guest at once, its
+// page cache lost, nothing synced) leaves it whole under its name after
+// the next boot, and no temporary file.
+func (s *system) testMSDPowerCut(t *testing.T) {
+	sh := s.m.shell
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	data := make([]byte, 4<<20)
+	rand.Read(data)
+	if st, body, err := s.upload(t, ctx, "powercut.img", int64(len(data)), bytes.NewReader(data)); err != nil || st != 200 {
+		t.Fatalf("upload: %d %v\n%s", st, err, body)
+	}
+	mark := s.m.console.Len()
+	// The shell goes with the machine: no end marker comes.
+	sh.runTimeout("echo b > /proc/sysrq-trigger", 5*time.Second)
+	if _, err := s.m.console.expect(mark, regexp.MustCompile(`Booting Linux(?s:.*)`+loginRe.String()), bootTimeout); err != nil {
+		t.Fatalf("no boot after the power cut: %v", err)
+	}
+	if !waitFor(ctx, bootTimeout, 250*time.Millisecond, s.c.answers) {
+		t.Fatal("kvmd does not answer after the power cut")
+	}
+	if err := sh.ready(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh.must(t, "sha256sum < "+msdDir+"/powercut.img | cut -d' ' -f1"); got != sha256Hex(data) {
+		t.Errorf("powercut.img after the power cut differs from what was uploaded")
+	}
+	if out := sh.must(t, "ls -1A "+msdDir); out != "powercut.img" {
+		t.Errorf("%s after the power cut:\n%s", msdDir, out)
+	}
+	if st := s.msdState(t); st.Storage == nil || st.Storage.Images["powercut.img"].Size != int64(len(data)) {
+		t.Errorf("/api/msd after the power cut: %+v", st.Storage)
+	}
+	s.msdPost(t, "/api/msd/remove?image=powercut.img")
+	t.Logf("power cut after an upload's answer, boot, image whole: %v", time.Since(start).Round(100*time.Millisecond))
 }
 
 // cutUpload starts an upload of 8 MiB, sends 1 MiB, waits until the
