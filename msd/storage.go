@@ -157,22 +157,54 @@ func (s *storage) exists(name string) (bool, error) {
 }
 
 // The writeback of an upload: every window is handed to the disk as soon
-// as it is written and waited for one window later, so that at most two
-// windows are dirty in memory (a Raspberry Pi Zero has 512 MB), and the
-// written pages are dropped from the page cache, which an image read once
-// would otherwise fill.
+// as it is written, and a goroutine waits for each in turn and drops its
+// pages from the page cache (which an image read once would otherwise
+// fill), while the next windows come from the network. At most
+// writebackQueue windows wait: past that the upload waits for the disk,
+// so that little is ever dirty in memory (a Raspberry Pi Zero has
+// 512 MB). One copy buffer of copyBuf is all the upload holds itself.
 const (
-	copyBuf        = 256 << 10
+	copyBuf        = 1 << 20
 	writebackBytes = 8 << 20
+	writebackQueue = 2
 )
 
 // tmpFile is an upload's temporary file.
 type tmpFile struct {
 	f    *os.File
 	path string
-	// flushed is where the writeback has been started up to; waited,
-	// where it is done.
-	flushed, waited int64
+	// flushed is where the writeback has been started up to.
+	flushed int64
+	// windows carries the started windows' offsets to the waiter, which
+	// closes waited when it is done.
+	windows chan int64
+	waited  chan struct{}
+	stopped bool
+}
+
+// newTmpFile starts the writeback of f, a new temporary file.
+func newTmpFile(f *os.File) *tmpFile {
+	t := &tmpFile{f: f, path: f.Name(), windows: make(chan int64, writebackQueue), waited: make(chan struct{})}
+	go t.waiter()
+	return t
+}
+
+// waiter waits for each window's writeback, then drops it from the page
+// cache.
+func (t *tmpFile) waiter() {
+	defer close(t.waited)
+	for off := range t.windows {
+		waitWriteback(t.f, off, writebackBytes)
+	}
+}
+
+// stopWriteback ends the waiter once it has waited for every window.
+func (t *tmpFile) stopWriteback() {
+	if !t.stopped {
+		t.stopped = true
+		close(t.windows)
+		<-t.waited
+	}
 }
 
 // create makes the temporary file of an upload of size bytes, with the
@@ -183,7 +215,7 @@ func (s *storage) create(size int64) (*tmpFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &tmpFile{f: f, path: f.Name()}
+	t := newTmpFile(f)
 	if err := preallocate(f, size); err != nil {
 		t.abort()
 		if errors.Is(err, syscall.ENOSPC) {
@@ -202,11 +234,8 @@ func (t *tmpFile) write(p []byte, off int64) error {
 	end := off + int64(len(p))
 	for end-t.flushed >= writebackBytes {
 		startWriteback(t.f, t.flushed, writebackBytes)
+		t.windows <- t.flushed
 		t.flushed += writebackBytes
-		if t.flushed-t.waited > writebackBytes {
-			waitWriteback(t.f, t.waited, writebackBytes)
-			t.waited += writebackBytes
-		}
 	}
 	return nil
 }
@@ -215,6 +244,7 @@ func (t *tmpFile) write(p []byte, off int64) error {
 // first, then the rename (never over an existing file), then the
 // directory on disk. Any error leaves no image and no temporary file.
 func (t *tmpFile) commit(dir, name string) error {
+	t.stopWriteback()
 	err := t.f.Sync()
 	if cerr := t.f.Close(); err == nil {
 		err = cerr
@@ -231,6 +261,7 @@ func (t *tmpFile) commit(dir, name string) error {
 
 // abort removes the temporary file.
 func (t *tmpFile) abort() {
+	t.stopWriteback()
 	t.f.Close()
 	os.Remove(t.path)
 }

@@ -60,7 +60,7 @@ func TestFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tf := &tmpFile{f: f, path: f.Name()}
+	tf := newTmpFile(f)
 	_, err = copyInto(context.Background(), tf, strings.NewReader(strings.Repeat("x", 256<<10)), 0, 256<<10, func(int64) {})
 	if !errors.Is(err, ErrNoSpace) {
 		t.Errorf("write on a full disk: %v", err)
