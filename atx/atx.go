@@ -5,16 +5,30 @@
 // in github.com/pikvm/kvmd, read at f14596e8): a click holds a switch
 // pin high for 100 ms (5.5 s for a long click), then the button stays
 // busy for one more second; power on/off act only when the power LED says
-// they are needed; a second operation on a busy button is refused.
+// they are needed; an operation while another is under way is refused.
+//
+// One difference: kvmd gave the power and the reset button a busy region
+// each in d57c3c66 (2025), so that it accepts a reset while power_long
+// holds the power button. Here every operation shares one region, as
+// kvmd's did before: a reset in the middle of a forced power-off is never
+// what the user meant, and PiKVM's own web page already greys out all
+// three buttons while "busy" is true (web/share/js/kvm/atx.js). The state
+// still says which button acts.
+//
+// Every press is timed on a clock (Config.Clock), so tests drive it with
+// clockwork's fake clock, the one periph's gpiotest pins use, instead of
+// waiting out wall-clock windows.
 package atx
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"periph.io/x/conn/v3/gpio"
 )
 
@@ -33,11 +47,14 @@ const (
 // Errors. kvmd names them AtxIsBusyError (409) and AtxDisabledError
 // (400) (kvmd/plugins/atx/__init__.py, disabled.py); httpd answers them so.
 var (
-	// ErrBusy: the button is being pressed, or was released less than
+	// ErrBusy: a button is being pressed, or was released less than
 	// AfterRelease ago.
 	ErrBusy = errors.New("atx: busy")
 	// ErrDisabled: the board has no ATX wiring.
 	ErrDisabled = errors.New("atx: disabled")
+	// ErrClosed: the controller has released the buttons for good (the
+	// daemon is stopping).
+	ErrClosed = errors.New("atx: closed")
 )
 
 // State is kvmd's GET /api/atx result and "atx" event.
@@ -69,27 +86,41 @@ type Config struct {
 	// board without ATX wiring.
 	Pins *Pins
 	// OnChange is called with the new state whenever it changes (LEDs,
-	// busy flags), from the controller's goroutines; it must not block.
+	// busy flags), one call at a time and in the order the states were
+	// taken; it must not block or call the controller.
 	OnChange func(State)
 	Log      *slog.Logger
+	// Clock times the presses and the LED polling; nil is the real clock.
+	Clock clockwork.Clock
 
 	ClickDelay, LongClickDelay, AfterRelease, PollInterval time.Duration
 }
 
-// Controller is one ATX board. Create it with New; Run reads the LEDs.
+// Controller is one ATX board. Create it with New; Run reads the LEDs;
+// Close releases the buttons.
 type Controller struct {
 	cfg Config
 
-	mu         sync.Mutex
-	st         State
-	powerBusy  bool
-	resetBusy  bool
+	// pubMu is held from taking a state to publishing it, so that states
+	// go out in the order they were taken and the last one published is
+	// the current one. It is taken before mu.
+	pubMu      sync.Mutex
 	lastPublic State
 	published  bool
+
+	mu sync.Mutex
+	st State // the LEDs; the busy fields come from pressing
+	// pressing is the button of the operation under way ("" when idle):
+	// one region for every operation.
+	pressing string
+	closed   bool
+	stop     chan struct{} // closed by Close: a press under way ends now
+	presses  sync.WaitGroup
 }
 
 // New returns a controller. With pins it drives both switches low (not
-// pressed), as kvmd does when it starts.
+// pressed), as kvmd does when it starts: a daemon that died with a button
+// held leaves it held until then.
 func New(cfg Config) (*Controller, error) {
 	if cfg.ClickDelay <= 0 {
 		cfg.ClickDelay = ClickDelay
@@ -106,7 +137,10 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{cfg: cfg}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
+	c := &Controller{cfg: cfg, stop: make(chan struct{})}
 	if p := cfg.Pins; p != nil {
 		c.st.Enabled = true
 		for _, o := range []gpio.PinOut{p.PowerSwitch, p.ResetSwitch} {
@@ -136,26 +170,58 @@ func (c *Controller) State() State {
 
 func (c *Controller) stateLocked() State {
 	st := c.st
-	st.Acts.Power, st.Acts.Reset = c.powerBusy, c.resetBusy
-	st.Busy = c.powerBusy || c.resetBusy
+	st.Acts.Power = c.pressing == ButtonPower || c.pressing == ButtonPowerLong
+	st.Acts.Reset = c.pressing == ButtonReset
+	st.Busy = c.pressing != ""
 	return st
 }
 
-// Run reads the LED inputs until ctx ends, reporting changes.
+// Run reads the LED inputs until ctx ends, reporting changes, then
+// releases the buttons (Close): a press under way when the daemon stops
+// must not outlive it on a GPIO that keeps its level.
 func (c *Controller) Run(ctx context.Context) {
 	if c.cfg.Pins == nil {
 		return
 	}
-	t := time.NewTicker(c.cfg.PollInterval)
+	defer func() {
+		if err := c.Close(); err != nil {
+			c.cfg.Log.Error("atx: releasing the buttons", "err", err)
+		}
+	}()
+	t := c.cfg.Clock.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 			c.readLEDs()
 		}
 	}
+}
+
+// Close ends any press under way, drives both switches low and waits for
+// the press to be over; every later operation is ErrClosed. It is safe to
+// call more than once.
+func (c *Controller) Close() error {
+	p := c.cfg.Pins
+	if p == nil {
+		return nil
+	}
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.stop)
+	}
+	var errs []error
+	for _, o := range []gpio.PinOut{p.PowerSwitch, p.ResetSwitch} {
+		if err := o.Out(gpio.Low); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", o, err))
+		}
+	}
+	c.mu.Unlock()
+	c.presses.Wait()
+	return errors.Join(errs...)
 }
 
 func (c *Controller) readLEDs() {
@@ -165,17 +231,22 @@ func (c *Controller) readLEDs() {
 	c.mu.Lock()
 	c.st.Leds.Power, c.st.Leds.HDD = power, hdd
 	c.mu.Unlock()
-	c.notify()
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	c.publishLocked()
 }
 
-// notify calls OnChange when the state differs from the one last reported.
-func (c *Controller) notify() {
-	c.mu.Lock()
-	st := c.stateLocked()
-	changed := !c.published || st != c.lastPublic
+// publishLocked calls OnChange when the state differs from the one last
+// published. The caller holds pubMu and made its change before: as every
+// change is followed by a publication that takes the state afresh, and
+// publications go one at a time, the last one says the current state.
+func (c *Controller) publishLocked() {
+	st := c.State()
+	if c.published && st == c.lastPublic {
+		return
+	}
 	c.lastPublic, c.published = st, true
-	c.mu.Unlock()
-	if changed && c.cfg.OnChange != nil {
+	if c.cfg.OnChange != nil {
 		c.cfg.OnChange(st)
 	}
 }
@@ -231,51 +302,30 @@ func (c *Controller) Power(ctx context.Context, action string, wait bool) error 
 }
 
 // Click presses a button: "power" (ClickDelay), "power_long"
-// (LongClickDelay) or "reset". The power and reset buttons are busy
-// independently; a click on a busy one is ErrBusy. Without wait it
-// returns once the press began.
+// (LongClickDelay) or "reset". While any press is under way, and for
+// AfterRelease after it, every click is ErrBusy. Without wait it returns
+// once the press began.
 func (c *Controller) Click(ctx context.Context, button string, wait bool) error {
 	p := c.cfg.Pins
 	if p == nil {
 		return ErrDisabled
 	}
 	var pin gpio.PinOut
-	var busy *bool
 	delay := c.cfg.ClickDelay
 	switch button {
 	case ButtonPower:
-		pin, busy = p.PowerSwitch, &c.powerBusy
+		pin = p.PowerSwitch
 	case ButtonPowerLong:
-		pin, busy, delay = p.PowerSwitch, &c.powerBusy, c.cfg.LongClickDelay
+		pin, delay = p.PowerSwitch, c.cfg.LongClickDelay
 	case ButtonReset:
-		pin, busy = p.ResetSwitch, &c.resetBusy
+		pin = p.ResetSwitch
 	default:
 		return errors.New("atx: unknown button " + button)
 	}
-	c.mu.Lock()
-	if *busy {
-		c.mu.Unlock()
-		return ErrBusy
-	}
-	*busy = true
-	c.mu.Unlock()
-	c.notify()
-	if err := pin.Out(gpio.High); err != nil {
-		c.release(busy)
-		_ = pin.Out(gpio.Low)
+	done := make(chan struct{})
+	if err := c.press(button, pin, delay, done); err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		time.Sleep(delay)
-		if err := pin.Out(gpio.Low); err != nil {
-			c.cfg.Log.Error("atx: releasing a button", "button", button, "err", err)
-		}
-		c.cfg.Log.Info("clicked ATX button", "button", button)
-		time.Sleep(c.cfg.AfterRelease)
-		c.release(busy)
-	}()
 	if !wait {
 		return nil
 	}
@@ -287,9 +337,71 @@ func (c *Controller) Click(ctx context.Context, button string, wait bool) error 
 	}
 }
 
-func (c *Controller) release(busy *bool) {
+// press enters the busy region, drives pin high and starts the goroutine
+// that releases it, which closes done when the region is left.
+func (c *Controller) press(button string, pin gpio.PinOut, delay time.Duration, done chan struct{}) error {
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
 	c.mu.Lock()
-	*busy = false
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return ErrClosed
+	case c.pressing != "":
+		c.mu.Unlock()
+		return ErrBusy
+	}
+	// High under mu: Close, which takes mu, always drives low after.
+	if err := pin.Out(gpio.High); err != nil {
+		_ = pin.Out(gpio.Low)
+		c.mu.Unlock()
+		return fmt.Errorf("atx: pressing %s: %w", button, err)
+	}
+	c.pressing = button
+	c.presses.Add(1)
 	c.mu.Unlock()
-	c.notify()
+	go c.hold(button, pin, delay, done)
+	// Busy is published before the release goroutine can publish idle:
+	// that needs pubMu, held here.
+	c.publishLocked()
+	return nil
+}
+
+// hold keeps the button pressed for delay, releases it, and leaves the
+// busy region AfterRelease later; Close cuts both waits short.
+func (c *Controller) hold(button string, pin gpio.PinOut, delay time.Duration, done chan struct{}) {
+	defer c.presses.Done()
+	defer close(done)
+	closed := !c.sleep(delay)
+	c.mu.Lock()
+	err := pin.Out(gpio.Low)
+	c.mu.Unlock()
+	if err != nil {
+		c.cfg.Log.Error("atx: releasing a button", "button", button, "err", err)
+	}
+	if closed {
+		c.cfg.Log.Info("released an ATX button early: shutting down", "button", button)
+	} else {
+		c.cfg.Log.Info("clicked ATX button", "button", button)
+		c.sleep(c.cfg.AfterRelease)
+	}
+	c.mu.Lock()
+	c.pressing = ""
+	c.mu.Unlock()
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	c.publishLocked()
+}
+
+// sleep waits d on the clock and reports true, or false as soon as Close
+// was called.
+func (c *Controller) sleep(d time.Duration) bool {
+	t := c.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+		return true
+	case <-c.stop:
+		return false
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"kvmd/auth/backend"
 )
 
@@ -138,7 +140,9 @@ type Authenticator struct {
 	Tokens   *Tokens // nil: no API tokens
 	Limiter  *Limiter
 	Log      *slog.Logger
-	Now      func() time.Time
+	// Clock is the time the checks and the deadlines run on: the users'
+	// Store's (New sets it, and the Sessions' when they have none).
+	Clock clockwork.Clock
 	// FailLogEvery is the interval of failure lines per address and
 	// user (failLog); 0: DefaultFailLogEvery.
 	FailLogEvery time.Duration
@@ -146,34 +150,47 @@ type Authenticator struct {
 	counts      counters
 	unavailable logLimit
 	failures    failLog
+	recent      recentFailures // for FailuresSince
 }
 
-// New wires an Authenticator: the users file's changes end the sessions of
-// users whose entry changed or vanished.
+// New wires an Authenticator: each change of the credential files ends
+// the sessions of the users whose entry changed or vanished, or whose role
+// changed, as soon as the users' Store publishes it. (The Store itself
+// ends the requests of the API tokens such a change touches.)
 func New(users *Users, tfa *TOTP, sessions *Sessions, limiter *Limiter, log *slog.Logger) *Authenticator {
-	a := &Authenticator{Users: users, TOTP: tfa, Sessions: sessions, Limiter: limiter, Log: log, Now: time.Now}
-	users.OnChange = func(user string) {
-		if n := sessions.EndUser(user); n > 0 {
-			log.Info("sessions ended: user changed or removed", "user", user, "sessions", n)
-		}
-		if a.Tokens != nil {
-			a.Tokens.EndUser(user)
-		}
+	clock := users.Store().Clock()
+	a := &Authenticator{Users: users, TOTP: tfa, Sessions: sessions, Limiter: limiter, Log: log, Clock: clock}
+	if sessions.Clock == nil {
+		sessions.Clock = clock
 	}
-	// A role change ends the user's sessions and the open requests of
-	// its tokens: a stream opened with the old role (a WebSocket that
-	// switches ATX) must not outlive it. Requests check the role anew.
-	users.OnRoleChange = func(user string, old, new Role) {
-		log.Info("role changed", "user", user, "old", old.String(), "new", new.String(), "method", "file")
-		if n := sessions.EndUser(user); n > 0 {
-			log.Info("sessions ended: role changed", "user", user, "sessions", n)
+	users.Store().OnChange(func(c Change) {
+		for _, user := range c.Ended {
+			if n := sessions.EndUser(user); n > 0 {
+				log.Info("sessions ended: user changed or removed", "user", user, "sessions", n)
+			}
 		}
-		if a.Tokens != nil {
-			a.Tokens.EndUser(user)
+		// A stream opened with the old role (a WebSocket that switches
+		// ATX) must not outlive it. Requests check the role anew.
+		for _, rc := range c.Roles {
+			if n := sessions.EndUser(rc.User); n > 0 {
+				log.Info("sessions ended: role changed", "user", rc.User, "sessions", n)
+			}
 		}
-	}
+	})
 	return a
 }
+
+// now is the time on a's clock.
+func (a *Authenticator) now() time.Time {
+	if a.Clock == nil {
+		return time.Now()
+	}
+	return a.Clock.Now()
+}
+
+// Local tells whether user's password is the users file's: no External,
+// or one of its local users.
+func (a *Authenticator) Local(user string) bool { return a.External == nil || a.External.Local(user) }
 
 func addrString(a netip.Addr) string {
 	if !a.IsValid() {
@@ -183,10 +200,11 @@ func addrString(a netip.Addr) string {
 }
 
 func (a *Authenticator) fail(user string, m Method, addr netip.Addr, reason string, extra ...any) error {
-	now := a.Now()
+	now := a.now()
 	wait := a.Limiter.Failure(addr, now)
 	a.logFailure(user, m, addr, reason, wait, extra...)
 	a.counts.add(m, ResultFailed)
+	a.recent.add(now)
 	return ErrForbidden
 }
 
@@ -203,7 +221,7 @@ func (a *Authenticator) logFailure(user string, m Method, addr netip.Addr, reaso
 	if wait == 0 && !a.failures.allow(a.Log, every, user, m, addr, reason) {
 		return
 	}
-	args := []any{"user", user, "method", string(m), "addr", addrString(addr), "reason", reason}
+	args := []any{"user", LogName(user), "method", string(m), "addr", addrString(addr), "reason", reason}
 	if wait > 0 {
 		args = append(args, "blocked", wait.Round(time.Second).String())
 	}
@@ -241,7 +259,7 @@ func (l *logLimit) allow(now time.Time) (bool, int) {
 // failure for the Limiter: the password was not found wrong.
 func (a *Authenticator) unavailableErr(user string, m Method, addr netip.Addr, via string, err error) error {
 	a.counts.add(m, ResultUnavailable)
-	if ok, held := a.unavailable.allow(a.Now()); ok {
+	if ok, held := a.unavailable.allow(a.now()); ok {
 		args := []any{"user", user, "method", string(m), "addr", addrString(addr), "err", err.Error()}
 		if via != "" {
 			args = append(args, "backend", via)
@@ -275,7 +293,7 @@ func (a *Authenticator) Counts() []Count {
 func (a *Authenticator) Peer() { a.counts.add(MethodPeer, ResultOK) }
 
 // ActiveSessions returns the number of live sessions.
-func (a *Authenticator) ActiveSessions() int { return a.Sessions.Live(a.Now()) }
+func (a *Authenticator) ActiveSessions() int { return a.Sessions.Live(a.now()) }
 
 // TwoFactor reports whether passwords must end with a 2FA code.
 func (a *Authenticator) TwoFactor() bool {
@@ -296,7 +314,7 @@ func (a *Authenticator) TwoFactor() bool {
 // microseconds, a right one after the hash). A success is cached under
 // the password and the code together, and only when both were right.
 func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Method, addr netip.Addr) error {
-	now := a.Now()
+	now := a.now()
 	if wait := a.Limiter.Blocked(addr, now); wait > 0 {
 		a.counts.add(m, ResultBlocked)
 		return &RateLimitedError{Wait: wait}
@@ -321,9 +339,9 @@ func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Met
 	// refused without a hash when a block was set while it waited.
 	ctx = withTurn(ctx, &turn{
 		key:  key(addr),
-		rank: func() int { return a.Limiter.Failures(addr, a.Now()) },
+		rank: func() int { return a.Limiter.Failures(addr, a.now()) },
 		admit: func() error {
-			if wait := a.Limiter.Blocked(addr, a.Now()); wait > 0 {
+			if wait := a.Limiter.Blocked(addr, a.now()); wait > 0 {
 				return &RateLimitedError{Wait: wait}
 			}
 			return nil
@@ -376,7 +394,7 @@ func (a *Authenticator) Login(ctx context.Context, user, passwd string, expire t
 	if err := a.Password(ctx, user, passwd, MethodLogin, addr); err != nil {
 		return "", 0, err
 	}
-	return a.Sessions.Start(user, addr, MethodLogin, expire, a.Now())
+	return a.Sessions.Start(user, addr, MethodLogin, expire, a.now())
 }
 
 // Role returns user's role: for a user of an external backend that gives
@@ -396,12 +414,12 @@ func (a *Authenticator) Role(user string) Role {
 // Session returns who a session token lets in. The token must have passed
 // ValidToken.
 func (a *Authenticator) Session(token string, addr netip.Addr) (Principal, error) {
-	now := a.Now()
-	a.Users.Refresh(false) // a removed user's sessions end promptly
+	now := a.now()
 	ss := a.Sessions.check(token, now)
 	if ss == nil {
 		a.logFailure("-", MethodCookie, addr, "unknown or expired session", 0)
 		a.counts.add(MethodCookie, ResultFailed)
+		a.recent.add(now)
 		return Principal{}, ErrForbidden
 	}
 	a.counts.add(MethodCookie, ResultOK)
@@ -417,7 +435,7 @@ const tokenLogEvery = time.Hour
 // from the users file; its role is the lower of its own and its user's
 // present one.
 func (a *Authenticator) Token(secret string, addr netip.Addr) (Principal, error) {
-	now := a.Now()
+	now := a.now()
 	if wait := a.Limiter.Blocked(addr, now); wait > 0 {
 		a.counts.add(MethodToken, ResultBlocked)
 		return Principal{}, &RateLimitedError{Wait: wait}
@@ -430,9 +448,7 @@ func (a *Authenticator) Token(secret string, addr netip.Addr) (Principal, error)
 		return Principal{}, a.fail("-", MethodToken, addr, "unknown, revoked or expired API token")
 	}
 	user := lt.info.User
-	a.Users.Refresh(false)
-	external := a.External != nil && !a.External.Local(user)
-	if !external && !a.Users.Has(user) {
+	if a.Local(user) && !a.Users.Has(user) {
 		return Principal{}, a.fail(user, MethodToken, addr, "API token of a user no longer in the users file", "token", lt.info.Name)
 	}
 	role := min(lt.role, a.Role(user))
@@ -452,7 +468,7 @@ func (a *Authenticator) Logout(token, user string, addr netip.Addr) {
 
 // Sessions lists the live sessions of user, everyone's for "".
 func (a *Authenticator) SessionList(user string) []SessionInfo {
-	return a.Sessions.List(user, a.Now())
+	return a.Sessions.List(user, a.now())
 }
 
 // EndSession ends the session id when it is one of user's (any user's

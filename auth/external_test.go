@@ -12,9 +12,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/pquerna/otp/totp"
 
@@ -27,11 +28,11 @@ import (
 // (not local), and whose backend knows alice and bob, on a clock the test
 // moves.
 type extEnv struct {
-	a    *Authenticator
-	ext  *External
-	fake *backendtest.Fake
-	logs *testutil.SyncBuffer
-	now  atomic.Int64
+	a     *Authenticator
+	ext   *External
+	fake  *backendtest.Fake
+	logs  *testutil.SyncBuffer
+	clock clockwork.FakeClock
 }
 
 var (
@@ -62,12 +63,12 @@ func newExtEnv(t *testing.T, cfg ExternalConfig) *extEnv {
 	lim.Free = 2
 	e.a = New(users, nil, &Sessions{Max: 10}, lim, log)
 	e.a.External = e.ext
-	e.now.Store(time.Unix(1_800_000_000, 0).UnixNano())
-	e.a.Now = func() time.Time { return time.Unix(0, e.now.Load()) }
+	e.clock = clockwork.NewFakeClockAt(time.Unix(1_800_000_000, 0))
+	e.a.Clock = e.clock
 	return e
 }
 
-func (e *extEnv) advance(d time.Duration) { e.now.Add(int64(d)) }
+func (e *extEnv) advance(d time.Duration) { e.clock.Advance(d) }
 
 func (e *extEnv) count(m Method, r Result) uint64 {
 	for _, c := range e.a.Counts() {
@@ -135,7 +136,7 @@ func TestExternalRouting(t *testing.T) {
 	if n := e.count(MethodHeader, ResultUnavailable); n != 5 {
 		t.Errorf("%d unavailable counted, want 5", n)
 	}
-	if w := e.a.Limiter.Blocked(there, e.a.Now()); w != 0 || e.count(MethodHeader, ResultFailed) != 0 {
+	if w := e.a.Limiter.Blocked(there, e.clock.Now()); w != 0 || e.count(MethodHeader, ResultFailed) != 0 {
 		t.Errorf("unavailable counted as failures: blocked %s", w)
 	}
 	if got := outcome(e.a.Password(ctx, "admin", "secret", MethodHeader, there)); got != "ok" {
@@ -199,7 +200,7 @@ func TestExternalTwoFactor(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.a.TOTP = NewTOTP(secretPath, e.a.Log)
-	code, err := totp.GenerateCode(key.Secret(), e.a.Now())
+	code, err := totp.GenerateCode(key.Secret(), e.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

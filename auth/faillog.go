@@ -83,7 +83,7 @@ func (f *failLog) flush(log *slog.Logger, k failKey, every time.Duration) {
 	if c == nil || c.n == 0 {
 		return
 	}
-	user, addr := k.user, addrString(c.addr)
+	user, addr := LogName(k.user), addrString(c.addr)
 	if k == failKeyOverflow {
 		user, addr = "(many)", "(many)"
 	}

@@ -214,11 +214,11 @@ func parseBcrypt(s string) (Hash, error) {
 
 // NewHash hashes passwd for a users file, with bcrypt at its default cost.
 // bcrypt reads only the first 72 bytes of a password; rather than silently
-// accept longer ones, NewHash refuses them.
+// accept longer ones, NewHash refuses them (ErrPasswdTooLong).
 func NewHash(passwd string) (string, error) {
 	h, err := bcrypt.GenerateFromPassword([]byte(passwd), bcrypt.DefaultCost)
 	if errors.Is(err, bcrypt.ErrPasswordTooLong) {
-		return "", errors.New("passwords longer than 72 bytes cannot be stored as bcrypt hashes")
+		return "", ErrPasswdTooLong
 	}
 	if err != nil {
 		return "", fmt.Errorf("hashing password: %w", err)
@@ -231,6 +231,15 @@ const (
 	maxUserLen   = 128
 	maxPasswdLen = 512
 )
+
+// MaxNewPasswdLen is the longest password that can be set: bcrypt reads
+// 72 bytes. A sign-in still takes up to 512 (kvmd's limit), for a hash of
+// another kind in an existing PiKVM users file, and a 2FA code after the
+// password.
+const MaxNewPasswdLen = 72
+
+// ErrPasswdTooLong is a new password longer than MaxNewPasswdLen.
+var ErrPasswdTooLong = fmt.Errorf("auth: password is longer than %d bytes (bcrypt's limit)", MaxNewPasswdLen)
 
 // ValidUser checks a user name: a lower-case letter or underscore, then
 // lower-case letters, digits, '@', '.', '_' and '-', not ending with '@' or
@@ -271,6 +280,19 @@ func ValidPasswd(p string) error {
 		}
 	}
 	return nil
+}
+
+// ValidNewPasswd checks a password about to be set: ValidPasswd's rules,
+// not empty, and at most MaxNewPasswdLen bytes (ErrPasswdTooLong). The
+// error never quotes the password.
+func ValidNewPasswd(p string) error {
+	switch {
+	case p == "":
+		return errors.New("password is empty")
+	case len(p) > MaxNewPasswdLen:
+		return ErrPasswdTooLong
+	}
+	return ValidPasswd(p)
 }
 
 // Htpasswd is a users file: lines of user:hash, with # comments. It keeps

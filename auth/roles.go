@@ -67,43 +67,47 @@ func RolesPath(usersPath string) string { return usersPath + ".roles" }
 // and lines starting with # are comments. Like Htpasswd it keeps every
 // line it does not change, so an edit leaves comments alone.
 type RolesFile struct {
-	lines []string
-	index map[string]int // user -> line
-	roles map[string]Role
+	lines []roleLine
 }
 
-// ParseRoles parses a roles file. Lines that do not parse are kept but
-// give no role (their user stays an admin only if no good line names
-// it); they are returned as errors so that the daemon can warn.
+type roleLine struct {
+	raw  string
+	user string // the user the line names; "" for a comment or a line without one
+	role Role   // RoleNone: a role that is none of admin, operator, viewer
+}
+
+// ParseRoles parses a roles file. The lines that do not parse are kept
+// and returned as errors so that the daemon can warn. A line that names a
+// user but no role this daemon knows ("alice:admn") makes that user a
+// viewer, unless a good line names it too: a typo must not leave the user
+// an admin (fail closed). When good lines disagree, the last one wins.
 func ParseRoles(data []byte) (*RolesFile, []error) {
-	f := &RolesFile{index: map[string]int{}, roles: map[string]Role{}}
+	f := &RolesFile{}
 	var errs []error
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSuffix(sc.Text(), "\r")
-		f.lines = append(f.lines, line)
+		l := roleLine{raw: line}
 		t := strings.TrimSpace(line)
-		if t == "" || t[0] == '#' {
-			continue
+		if t != "" && t[0] != '#' {
+			user, role, ok := strings.Cut(t, ":")
+			user, role = strings.TrimSpace(user), strings.TrimSpace(role)
+			switch {
+			case !ok:
+				errs = append(errs, fmt.Errorf("line %d: no colon", n))
+			case ValidUser(user) != nil:
+				errs = append(errs, fmt.Errorf("line %d: %w", n, ValidUser(user)))
+			default:
+				l.user = user
+				r, err := ParseRole(role)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("line %d: user %s: %w; a viewer until it is fixed", n, user, err))
+				}
+				l.role = r
+			}
 		}
-		user, role, ok := strings.Cut(t, ":")
-		if !ok {
-			errs = append(errs, fmt.Errorf("line %d: no colon", n))
-			continue
-		}
-		user, role = strings.TrimSpace(user), strings.TrimSpace(role)
-		if err := ValidUser(user); err != nil {
-			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
-			continue
-		}
-		r, err := ParseRole(role)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("line %d: user %s: %w", n, user, err))
-			continue
-		}
-		f.index[user] = len(f.lines) - 1
-		f.roles[user] = r
+		f.lines = append(f.lines, l)
 	}
 	if err := sc.Err(); err != nil {
 		errs = append(errs, err)
@@ -113,52 +117,77 @@ func ParseRoles(data []byte) (*RolesFile, []error) {
 
 // Role returns user's role and whether the file names it.
 func (f *RolesFile) Role(user string) (Role, bool) {
-	r, ok := f.roles[user]
-	return r, ok
-}
-
-// Set gives user a role.
-func (f *RolesFile) Set(user string, r Role) {
-	line := user + ":" + r.String()
-	if i, ok := f.index[user]; ok {
-		f.lines[i] = line
-	} else {
-		f.index[user] = len(f.lines)
-		f.lines = append(f.lines, line)
-	}
-	f.roles[user] = r
-}
-
-// Delete forgets user's role.
-func (f *RolesFile) Delete(user string) {
-	i, ok := f.index[user]
-	if !ok {
-		return
-	}
-	f.lines = append(f.lines[:i], f.lines[i+1:]...)
-	delete(f.index, user)
-	delete(f.roles, user)
-	for u, j := range f.index {
-		if j > i {
-			f.index[u] = j - 1
+	r, named := RoleNone, false
+	for _, l := range f.lines {
+		if l.user != user {
+			continue
+		}
+		named = true
+		if l.role != RoleNone {
+			r = l.role
 		}
 	}
+	if named && r == RoleNone {
+		r = RoleViewer
+	}
+	return r, named
+}
+
+// Set gives user a role: its good line is replaced (the last, when there
+// are several), or one is added; the others that name it go.
+func (f *RolesFile) Set(user string, r Role) {
+	line := roleLine{raw: user + ":" + r.String(), user: user, role: r}
+	last := -1
+	for i, l := range f.lines {
+		if l.user == user && l.role != RoleNone {
+			last = i
+		}
+	}
+	if last < 0 {
+		f.Delete(user)
+		f.lines = append(f.lines, line)
+		return
+	}
+	f.lines[last] = line
+	kept := f.lines[:0]
+	for i, l := range f.lines {
+		if l.user != user || i == last {
+			kept = append(kept, l)
+		}
+	}
+	f.lines = kept
+}
+
+// Delete forgets user's role: every line that names it.
+func (f *RolesFile) Delete(user string) {
+	kept := f.lines[:0]
+	for _, l := range f.lines {
+		if l.user != user {
+			kept = append(kept, l)
+		}
+	}
+	clear(f.lines[len(kept):])
+	f.lines = kept
 }
 
 // Map returns every user named and their role.
 func (f *RolesFile) Map() map[string]Role {
-	m := make(map[string]Role, len(f.roles))
-	for u, r := range f.roles {
-		m[u] = r
+	m := map[string]Role{}
+	for _, u := range f.Users() {
+		m[u], _ = f.Role(u)
 	}
 	return m
 }
 
 // Users returns the users the file names, sorted.
 func (f *RolesFile) Users() []string {
-	out := make([]string, 0, len(f.roles))
-	for u := range f.roles {
-		out = append(out, u)
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range f.lines {
+		if l.user != "" && !seen[l.user] {
+			seen[l.user] = true
+			out = append(out, l.user)
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -168,7 +197,7 @@ func (f *RolesFile) Users() []string {
 func (f *RolesFile) Bytes() []byte {
 	var b bytes.Buffer
 	for _, l := range f.lines {
-		b.WriteString(l)
+		b.WriteString(l.raw)
 		b.WriteByte('\n')
 	}
 	return b.Bytes()

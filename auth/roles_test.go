@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -17,7 +18,9 @@ func TestParseRoles(t *testing.T) {
 	if len(errs) != 3 {
 		t.Errorf("errors = %v, want 3 (no colon, bad role, bad name)", errs)
 	}
-	want := map[string]Role{"alice": RoleViewer, "bob": RoleOperator, "dave": RoleAdmin}
+	// carol's line names no role this daemon knows: a viewer, not the
+	// admin a user the file does not name is (fail closed).
+	want := map[string]Role{"alice": RoleViewer, "bob": RoleOperator, "carol": RoleViewer, "dave": RoleAdmin}
 	got := f.Map()
 	if len(got) != len(want) {
 		t.Fatalf("roles = %v, want %v", got, want)
@@ -37,8 +40,48 @@ func TestParseRoles(t *testing.T) {
 	}
 }
 
+// changes collects what a Store's changes did, for a test to wait for.
+type changes struct {
+	mu   sync.Mutex
+	list []string
+	more chan struct{}
+}
+
+func watchChanges(s *Store) *changes {
+	c := &changes{more: make(chan struct{}, 100)}
+	s.OnChange(func(ch Change) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, u := range ch.Ended {
+			c.list = append(c.list, u+":ended")
+		}
+		for _, r := range ch.Roles {
+			c.list = append(c.list, r.User+":"+r.Old.String()+">"+r.New.String())
+		}
+		c.more <- struct{}{}
+	})
+	return c
+}
+
+// wait waits up to two seconds for the next change and returns what the
+// changes so far did, and forgets them.
+func (c *changes) wait(t *testing.T) string {
+	t.Helper()
+	select {
+	case <-c.more:
+	case <-time.After(2 * time.Second):
+		t.Fatal("no change seen within 2 s")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := strings.Join(c.list, ",")
+	c.list = nil
+	return out
+}
+
 // TestUsersRoles: no roles file, every user an admin; a role file's change
-// is seen and reported; an unreadable one makes everyone a viewer.
+// is seen by the store's watcher, with no call, and reported; an
+// unreadable one makes everyone a viewer.
 func TestUsersRoles(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "htpasswd")
@@ -49,52 +92,60 @@ func TestUsersRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { u.Store().Close() })
 	if u.Role("alice") != RoleAdmin || u.Role("bob") != RoleAdmin {
 		t.Errorf("without a roles file: %v %v, want admins", u.Role("alice"), u.Role("bob"))
 	}
-	var changes []string
-	u.OnRoleChange = func(user string, old, new Role) { changes = append(changes, user+":"+old.String()+">"+new.String()) }
+	ch := watchChanges(u.Store())
 	rp := RolesPath(path)
 	if err := os.WriteFile(rp, []byte("bob:viewer\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	u.Refresh(true)
+	if got := ch.wait(t); got != "bob:admin>viewer" {
+		t.Errorf("changes = %v", got)
+	}
 	if u.Role("bob") != RoleViewer || u.Role("alice") != RoleAdmin {
 		t.Errorf("roles: bob %v alice %v", u.Role("bob"), u.Role("alice"))
 	}
-	if strings.Join(changes, ",") != "bob:admin>viewer" {
-		t.Errorf("changes = %v", changes)
-	}
 	// A roles file that cannot be read (a directory in its place, which
 	// fails for root too): everyone is a viewer, and told so.
-	changes = nil
 	if err := os.Remove(rp); err != nil {
 		t.Fatal(err)
+	}
+	if got := ch.wait(t); got != "bob:viewer>admin" {
+		t.Errorf("roles file removed: changes = %v", got)
 	}
 	if err := os.Mkdir(rp, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	u.Refresh(true)
+	if got := ch.wait(t); got != "alice:admin>viewer,bob:admin>viewer" {
+		t.Errorf("changes = %v, want both demoted", got)
+	}
 	if u.Role("alice") != RoleViewer || u.Role("ghost") != RoleViewer {
 		t.Errorf("unreadable roles file: alice %v, ghost %v, want viewers (fail closed)", u.Role("alice"), u.Role("ghost"))
 	}
-	if strings.Join(changes, ",") != "alice:admin>viewer" {
-		t.Errorf("changes = %v, want alice demoted", changes)
-	}
 	os.Remove(rp)
-	u.Refresh(true)
+	ch.wait(t)
 	if u.Role("alice") != RoleAdmin {
 		t.Errorf("roles file gone again: alice %v, want admin", u.Role("alice"))
 	}
 }
 
 // TestTokensBatch: uses cost no disk write; Flush writes the last-used
-// times once; a revocation from the file ends the token's requests.
+// times once; a revocation from the file (another process) ends the
+// token's requests with no call.
 func TestTokensBatch(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "htpasswd.tokens")
+	users := filepath.Join(dir, "htpasswd")
+	writeFile(t, users, "alice:"+bhash(t, "pw")+"\n")
+	path := TokensPath(users)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	tk := OpenTokens(path, log)
+	store, err := OpenStore(users, StoreConfig{Log: log, Watch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	tk := NewTokens(store, log)
 	now := time.Now()
 	secret, err := tk.Add("alice", "ci", RoleViewer, now.Add(time.Hour), now, Actor{User: "alice"})
 	if err != nil {
@@ -123,6 +174,9 @@ func TestTokensBatch(t *testing.T) {
 	if lu := af.List("alice")[0].LastUsed; lu.Before(now.Add(8990 * time.Millisecond).Truncate(time.Second)) {
 		t.Errorf("flush wrote last use %v, want about %v: %q -> %q", lu, now.Add(10*time.Second), before, after)
 	}
+	if c := store.Snapshot().token(hashToken(secret)).ctx; c != ctx {
+		t.Errorf("writing the last-used time made the token anew: its requests ended")
+	}
 	fi1, _ := os.Stat(path)
 	if err := tk.Flush(); err != nil {
 		t.Fatal(err)
@@ -136,14 +190,17 @@ func TestTokensBatch(t *testing.T) {
 	if lt, _ := tk.check("kvmd_"+strings.Repeat("0", 64), now); lt != nil {
 		t.Errorf("unknown token accepted")
 	}
-	// Revoked by kvmd token del, from another process.
-	if err := UpdateTokens(path, func(f *TokensFile) error { return f.Delete("alice", "ci") }); err != nil {
+	// Revoked by kvmd token del, from another process (its own store).
+	other, err := OpenStore(users, StoreConfig{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	tk.Refresh(true)
+	if err := other.Edit(nil, func(e *Edit) error { return e.DeleteToken("alice", "ci") }); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-ctx.Done():
-	default:
+	case <-time.After(2 * time.Second):
 		t.Errorf("the revoked token's context is not done")
 	}
 	if lt, _ := tk.check(secret, now); lt != nil {

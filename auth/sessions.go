@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // ErrBadToken is returned for a session token that is not 64 lower-case hex
@@ -38,7 +40,10 @@ func ValidToken(t string) error {
 
 // Sessions holds the logged-in sessions, in memory only. A session ends
 // after Idle without use or Lifetime after login, whichever comes first
-// (zero disables either).
+// (zero disables either): at that moment, by a timer on Clock, with the
+// requests it has open, not when the next request finds it dead. A
+// request uses a session; a stream it has open (a WebSocket, a log
+// follow) does not keep it from idling.
 //
 // Sessions are found by the SHA-256 of their token, so the map lookup's
 // timing says nothing about the token itself, and the token is then
@@ -54,6 +59,9 @@ type Sessions struct {
 	// Zero: no bound.
 	MaxPerUser int
 	Max        int
+	// Clock runs the sessions' deadlines; nil: the real one (New gives
+	// the Authenticator's).
+	Clock clockwork.Clock
 
 	mu     sync.RWMutex
 	m      map[[32]byte]*session
@@ -69,10 +77,19 @@ type session struct {
 	created time.Time
 	expires time.Time // zero: no absolute limit
 	used    atomic.Int64
-	// ctx ends when the session does (removed, or its lifetime over):
-	// the requests it let in end with it (Principal.Done).
+	// ctx ends when the session does (removed, idle, or its lifetime
+	// over): the requests it let in end with it (Principal.Done).
 	ctx    context.Context
 	cancel context.CancelFunc
+	timer  clockwork.Timer // fires at the session's next deadline; nil without one
+}
+
+// end ends the session's requests, and its timer.
+func (ss *session) end() {
+	ss.cancel()
+	if ss.timer != nil {
+		ss.timer.Stop()
+	}
 }
 
 // id names a session without giving its token away: the first 16 hex
@@ -125,12 +142,8 @@ func (s *Sessions) Start(user string, addr netip.Addr, m Method, expire time.Dur
 	ss.key = sha256.Sum256([]byte(ss.token))
 	if life > 0 {
 		ss.expires = now.Add(life)
-		// The deadline is in real time even when now is a test's clock:
-		// what matters is that a stream ends when its session does.
-		ss.ctx, ss.cancel = context.WithTimeout(context.Background(), ss.expires.Sub(now))
-	} else {
-		ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	}
+	ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	ss.used.Store(now.UnixNano())
 
 	s.mu.Lock()
@@ -158,7 +171,51 @@ func (s *Sessions) Start(user string, addr netip.Addr, m Method, expire time.Dur
 	}
 	s.m[ss.key] = ss
 	s.byUser[user] = append(s.byUser[user], ss)
+	s.arm(ss, now)
 	return ss.token, life, nil
+}
+
+func (s *Sessions) clock() clockwork.Clock {
+	if s.Clock == nil {
+		return clockwork.NewRealClock()
+	}
+	return s.Clock
+}
+
+// deadline is when ss ends if it is not used again; zero: never.
+func (s *Sessions) deadline(ss *session) time.Time {
+	d := ss.expires
+	if s.Idle > 0 {
+		if idle := time.Unix(0, ss.used.Load()).Add(s.Idle); d.IsZero() || idle.Before(d) {
+			d = idle
+		}
+	}
+	return d
+}
+
+// arm sets ss's timer for its deadline as of now. s.mu must be held.
+func (s *Sessions) arm(ss *session, now time.Time) {
+	d := s.deadline(ss)
+	if d.IsZero() {
+		return
+	}
+	ss.timer = s.clock().AfterFunc(d.Sub(now), func() { s.expire(ss) })
+}
+
+// expire runs at ss's deadline: it ends ss if it is dead by then, or sets
+// the timer again for the deadline a use has moved.
+func (s *Sessions) expire(ss *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[ss.key] != ss {
+		return
+	}
+	now := s.clock().Now()
+	if !ss.alive(now, s.Idle) {
+		s.remove(ss)
+		return
+	}
+	s.arm(ss, now)
 }
 
 // sweep ends the dead sessions among list (one user's). s.mu must be held.
@@ -191,7 +248,7 @@ func (s *Sessions) remove(ss *session) {
 	if s.m[ss.key] != ss {
 		return
 	}
-	ss.cancel()
+	ss.end()
 	delete(s.m, ss.key)
 	list := s.byUser[ss.user]
 	if i := slices.Index(list, ss); i >= 0 {
@@ -290,7 +347,7 @@ func (s *Sessions) EndUser(user string) int {
 	defer s.mu.Unlock()
 	list := s.byUser[user]
 	for _, ss := range list {
-		ss.cancel()
+		ss.end()
 		delete(s.m, ss.key)
 	}
 	delete(s.byUser, user)

@@ -11,15 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"kvmd/internal/atomicfile"
 )
 
 // API tokens are long-lived secrets for scripts and integrations (Home
@@ -89,7 +85,7 @@ type tokenEntry struct {
 	hash [32]byte
 }
 
-func unix(t time.Time) string {
+func unixSeconds(t time.Time) string {
 	if t.IsZero() {
 		return "0"
 	}
@@ -108,7 +104,7 @@ func fromUnix(s string) (time.Time, error) {
 }
 
 func (e *tokenEntry) line() string {
-	return strings.Join([]string{e.User, e.Name, e.Role, unix(e.Created), unix(e.Expires), unix(e.LastUsed),
+	return strings.Join([]string{e.User, e.Name, e.Role, unixSeconds(e.Created), unixSeconds(e.Expires), unixSeconds(e.LastUsed),
 		hex.EncodeToString(e.hash[:])}, ":")
 }
 
@@ -261,33 +257,18 @@ func (f *TokensFile) Bytes() []byte {
 	return b.Bytes()
 }
 
-// UpdateTokens edits the tokens file at path under atomicfile's lock; a
-// missing file starts empty, an error from edit leaves it as it was.
-func UpdateTokens(path string, edit func(*TokensFile) error) error {
-	return atomicfile.Update(path, TokensPerm, func(old []byte) ([]byte, error) {
-		f, _ := ParseTokens(old)
-		if err := edit(f); err != nil {
-			return nil, err
-		}
-		return f.Bytes(), nil
-	})
-}
-
-// Tokens is the daemon's view of the tokens file: re-read when it changes
-// (kvmd token add|del from a shell), written when a token is made or
-// revoked through the API and, every FlushEvery, with the last-used times
-// that changed.
+// Tokens is the daemon's API tokens: checked against the Store's
+// Snapshot on every request (a hash and a map lookup, no file), made and
+// revoked through the Store, and their last-used times, kept in memory,
+// written to the tokens file every FlushEvery.
 type Tokens struct {
-	path  string
+	store *Store
 	log   *slog.Logger
-	watch fileWatch
-
-	mu     sync.RWMutex
-	byHash map[[32]byte]*liveToken
-	dirty  atomic.Bool
-	// logged are revocations already logged by Revoke, with who did
-	// it: Refresh does not log them again.
-	logged map[string]bool
+	// Local tells whether user's password is the users file's (nil:
+	// everyone's is); a user of an external backend may have tokens
+	// without being in the file.
+	Local func(user string) bool
+	dirty atomic.Bool
 }
 
 // Actor is who asked for a change, for the log.
@@ -297,90 +278,15 @@ type Actor struct {
 	Addr   netip.Addr
 }
 
-// liveToken is a token as the daemon holds it.
-type liveToken struct {
-	info     TokenInfo
-	role     Role
-	used     atomic.Int64 // unix nanos of the last use; 0: never
-	announce atomic.Int64 // unix nanos of the last "token used" log line
-	// ctx ends when the token is revoked, or its user's streams are
-	// ended (EndUser): the requests it let in end with it.
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-// OpenTokens reads the tokens file at path; a missing one is no tokens.
-func OpenTokens(path string, log *slog.Logger) *Tokens {
-	t := &Tokens{path: path, log: log, watch: fileWatch{path: path}}
-	t.Refresh(true)
-	return t
-}
-
-// Refresh re-reads the file if it changed (looking at most every
-// watchInterval without force). Tokens gone from it are revoked: their
-// open requests end.
-func (t *Tokens) Refresh(force bool) {
-	if !t.watch.changed(force) {
-		return
-	}
-	data, err := os.ReadFile(t.path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		// Fail closed: a token revoked must not pass because the file
-		// cannot be read.
-		t.log.Error("tokens file unreadable: every API token is refused until it is", "path", t.path, "err", err)
-	}
-	f, errs := ParseTokens(data)
-	for _, e := range errs {
-		t.log.Warn("tokens file", "path", t.path, "err", e)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old := t.byHash
-	t.byHash = make(map[[32]byte]*liveToken, len(f.entries))
-	for _, e := range f.entries {
-		if e == nil {
-			continue
-		}
-		role, _ := ParseRole(e.Role)
-		if lt := old[e.hash]; lt != nil && lt.info.User == e.User && lt.info.Name == e.Name && lt.role == role {
-			lt.info.Expires = e.Expires
-			if n := e.LastUsed.UnixNano(); !e.LastUsed.IsZero() && n > lt.used.Load() {
-				lt.used.Store(n)
-			}
-			t.byHash[e.hash] = lt
-			continue
-		}
-		lt := &liveToken{info: e.TokenInfo, role: role}
-		if !e.LastUsed.IsZero() {
-			lt.used.Store(e.LastUsed.UnixNano())
-		}
-		lt.ctx, lt.cancel = context.WithCancel(context.Background())
-		t.byHash[e.hash] = lt
-	}
-	for h, lt := range old {
-		if t.byHash[h] != lt {
-			lt.cancel()
-			if k := lt.info.User + ":" + lt.info.Name; t.logged[k] {
-				delete(t.logged, k)
-			} else {
-				t.log.Info("token revoked", "user", lt.info.User, "token", lt.info.Name, "by", "-", "method", "file", "addr", "local")
-			}
-		}
-	}
+// NewTokens returns the API tokens of store.
+func NewTokens(store *Store, log *slog.Logger) *Tokens {
+	return &Tokens{store: store, log: log}
 }
 
 // check returns the live token of secret, marked used at now, and the
 // context its requests end with; nil when there is none or it expired.
 func (t *Tokens) check(secret string, now time.Time) (*liveToken, context.Context) {
-	t.Refresh(false)
-	h := sha256.Sum256([]byte(secret))
-	t.mu.RLock()
-	lt := t.byHash[h]
-	var ctx context.Context
-	if lt != nil {
-		ctx = lt.ctx
-	}
-	t.mu.RUnlock()
+	lt := t.store.Snapshot().token(hashToken(secret))
 	if lt == nil || (!lt.info.Expires.IsZero() && !now.Before(lt.info.Expires)) {
 		return nil, nil
 	}
@@ -390,59 +296,27 @@ func (t *Tokens) check(secret string, now time.Time) (*liveToken, context.Contex
 	if prev := lt.used.Load(); n-prev >= int64(time.Second) && lt.used.CompareAndSwap(prev, n) {
 		t.dirty.Store(true)
 	}
-	return lt, ctx
-}
-
-// EndUser ends the open requests that user's tokens let in, and returns
-// how many tokens the user has. The tokens stay valid (a role change, not
-// a revocation): the next request is checked afresh.
-func (t *Tokens) EndUser(user string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, lt := range t.byHash {
-		if lt.info.User == user {
-			lt.cancel()
-			lt.ctx, lt.cancel = context.WithCancel(context.Background())
-			n++
-		}
-	}
-	return n
+	return lt, lt.ctx
 }
 
 // List returns the tokens of user (everyone's for ""), with their
 // last-used times as the daemon knows them.
 func (t *Tokens) List(user string) []TokenInfo {
-	t.Refresh(false)
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	var out []TokenInfo
-	for _, lt := range t.byHash {
-		if user == "" || lt.info.User == user {
-			ti := lt.info
-			if n := lt.used.Load(); n != 0 {
-				ti.LastUsed = time.Unix(0, n).UTC().Truncate(time.Second)
-			}
-			out = append(out, ti)
-		}
-	}
-	slices.SortFunc(out, func(a, b TokenInfo) int {
-		return cmpStrings(a.User+":"+a.Name, b.User+":"+b.Name)
-	})
-	return out
+	return t.store.Snapshot().Tokens(user)
 }
 
-func cmpStrings(a, b string) int { return strings.Compare(a, b) }
-
-// Add makes a token (TokensFile.Add) and writes it to the file.
+// Add makes a token (Edit.AddToken) and writes it to the file; by is who
+// asked. A user checked by an external backend (Local) need not be in the
+// users file; its role is the caller's to check.
 func (t *Tokens) Add(user, name string, role Role, expires, now time.Time, by Actor) (string, error) {
 	var secret string
-	err := UpdateTokens(t.path, func(f *TokensFile) error {
+	err := t.store.Edit(&by, func(e *Edit) error {
+		e.Now = now
 		var err error
-		secret, err = f.Add(user, name, role, expires, now)
+		secret, err = e.AddToken(TokenRequest{User: user, Name: name, Role: role, Expires: expires,
+			External: t.Local != nil && !t.Local(user)})
 		return err
 	})
-	t.Refresh(true)
 	if err == nil {
 		t.log.Info("token created", "user", user, "token", name, "role", role.String(), "by", by.User,
 			"method", string(by.Method), "addr", addrString(by.Addr))
@@ -453,37 +327,7 @@ func (t *Tokens) Add(user, name string, role Role, expires, now time.Time, by Ac
 // Delete revokes user's token name: from the file, and its open requests
 // end, before it returns.
 func (t *Tokens) Delete(user, name string, by Actor) error {
-	t.mu.Lock()
-	if t.logged == nil {
-		t.logged = map[string]bool{}
-	}
-	t.logged[user+":"+name] = true
-	t.mu.Unlock()
-	err := UpdateTokens(t.path, func(f *TokensFile) error { return f.Delete(user, name) })
-	t.Refresh(true)
-	t.mu.Lock()
-	delete(t.logged, user+":"+name)
-	t.mu.Unlock()
-	if err == nil {
-		t.log.Info("token revoked", "user", user, "token", name, "by", by.User,
-			"method", string(by.Method), "addr", addrString(by.Addr))
-	}
-	return err
-}
-
-// DeleteUser revokes every token of user.
-func (t *Tokens) DeleteUser(user string) error {
-	err := UpdateTokens(t.path, func(f *TokensFile) error {
-		if f.DeleteUser(user) == 0 {
-			return errNothing
-		}
-		return nil
-	})
-	if errors.Is(err, errNothing) {
-		return nil
-	}
-	t.Refresh(true)
-	return err
+	return t.store.Edit(&by, func(e *Edit) error { return e.DeleteToken(user, name) })
 }
 
 var errNothing = errors.New("nothing to do")
@@ -495,22 +339,21 @@ func (t *Tokens) Flush() error {
 	if !t.dirty.Swap(false) {
 		return nil
 	}
-	t.mu.RLock()
-	used := make(map[[32]byte]int64, len(t.byHash))
-	for h, lt := range t.byHash {
-		used[h] = lt.used.Load()
-	}
-	t.mu.RUnlock()
-	err := UpdateTokens(t.path, func(f *TokensFile) error {
+	snap := t.store.Snapshot()
+	err := t.store.Edit(nil, func(e *Edit) error {
 		changed := false
-		for _, e := range f.entries {
-			if e == nil {
+		for _, te := range e.Tokens.entries {
+			if te == nil {
 				continue
 			}
-			if n := used[e.hash]; n != 0 {
+			lt := snap.tokens[te.hash]
+			if lt == nil {
+				continue
+			}
+			if n := lt.used.Load(); n != 0 {
 				lu := time.Unix(0, n).UTC().Truncate(time.Second)
-				if lu.After(e.LastUsed) {
-					e.LastUsed, changed = lu, true
+				if lu.After(te.LastUsed) {
+					te.LastUsed, changed = lu, true
 				}
 			}
 		}
@@ -526,7 +369,6 @@ func (t *Tokens) Flush() error {
 		t.dirty.Store(true) // try again next time
 		return fmt.Errorf("auth: writing token last-used times: %w", err)
 	}
-	t.Refresh(true)
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/pquerna/otp/totp"
 	"golang.org/x/crypto/bcrypt"
 
@@ -41,7 +43,7 @@ func newTOTPAuthenticator(t *testing.T, logs *testutil.SyncBuffer) (*Authenticat
 	lim.Free = 1 << 30
 	a := New(users, NewTOTP(filepath.Join(dir, "totp"), log), &Sessions{Max: 10}, lim, log)
 	now := time.Unix(1_800_000_015, 0) // mid-step: the code stays valid
-	a.Now = func() time.Time { return now }
+	a.Clock = clockwork.NewFakeClockAt(now)
 	return a, now
 }
 

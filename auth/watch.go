@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// watchInterval bounds how often a watched file is stat'ed. Requests trigger
-// the check, so an idle daemon does no work and a busy one stats a few
-// times a second instead of on every request.
+// watchInterval bounds how often a watched file is stat'ed: the 2FA
+// secret's (TOTP), checked when a password is. The credential files are
+// the Store's, which follows them itself.
 const watchInterval = 200 * time.Millisecond
 
 // fileWatch tells whether a file changed since it was last looked at. It
@@ -27,6 +27,8 @@ type fileWatch struct {
 	seen bool
 }
 
+// stamp is what tells a file's versions apart: a rename gives a new
+// inode, an edit in place a new size or modification time.
 type stamp struct {
 	exists bool
 	ino    uint64

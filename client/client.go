@@ -1,4 +1,4 @@
-// Package client talks to the kvmd daemon's HTTP API (../shared/API.md):
+// Package client talks to the kvmd daemon's HTTP API (docs/api.md):
 // login, check, logout, device information and the service log, with the
 // 2FA code computed and timed by the client. kvmctl is built on it.
 //

@@ -14,7 +14,7 @@ import (
 	"kvmd/internal/sleep"
 )
 
-// The daemon's 2FA codes (API.md section 2): 6 digits of TOTP (RFC 6238,
+// The daemon's 2FA codes (docs/api.md, "2FA codes"): 6 digits of TOTP (RFC 6238,
 // SHA1) over 30 s steps. It accepts the codes of the previous, current and
 // next step (auth/totp.go: Skew 1).
 const (

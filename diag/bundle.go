@@ -14,6 +14,7 @@ import (
 
 	"kvmd/hw"
 	"kvmd/info"
+	"kvmd/journal"
 )
 
 // Defaults of Config's limits: JetKVM's diagnostics use the same.
@@ -28,8 +29,17 @@ const maxFile = 4 << 20
 
 // InfoSource is what /api/info answers from (package info implements it).
 type InfoSource interface {
-	JSON(categories []string, legacy bool) []byte
+	Result(categories []string, legacy bool) []byte
 	Hardware() info.Hardware
+}
+
+// AuthCounts counts the failed authentication attempts (package auth's
+// Authenticator implements it): the daemon's own count, so that the
+// bundle need not read it back from the log.
+type AuthCounts interface {
+	// FailuresSince returns the failures from t on (the last hour at
+	// most).
+	FailuresSince(t time.Time) int
 }
 
 // Journal says where the service's journal is.
@@ -53,6 +63,10 @@ type Config struct {
 	V4L2    hw.V4L2
 	Journal Journal
 	Version string
+	// Auth, when set, counts the failed logins of the last hour: the
+	// daemon's bundle (GET /api/diagnostics) has it, kvmd diag run on its
+	// own has not.
+	Auth AuthCounts
 	// Settings is the effective configuration, as YAML; it is redacted
 	// like everything else.
 	Settings []byte
@@ -102,8 +116,9 @@ type output struct {
 
 // Bundle is a support bundle being made.
 type Bundle struct {
-	cfg Config
-	now time.Time
+	cfg     Config
+	now     time.Time
+	journal *journal.Reader // for its journalctl arguments
 
 	mu    sync.Mutex
 	facts facts
@@ -132,7 +147,8 @@ func New(cfg Config) *Bundle {
 	if cfg.Redactor == nil {
 		cfg.Redactor, _ = NewRedactor(Secrets{}, false, "")
 	}
-	return &Bundle{cfg: cfg, now: cfg.Now().UTC()}
+	jr := journal.New(journal.Config{Journalctl: cfg.Journal.Journalctl, Dir: cfg.Journal.Dir, Units: cfg.Journal.Units})
+	return &Bundle{cfg: cfg, now: cfg.Now().UTC(), journal: jr}
 }
 
 // FileName is the bundle's name for a download: the host name (unless

@@ -1,7 +1,6 @@
 package diag
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,6 +21,7 @@ import (
 	"kvmd/hw"
 	"kvmd/info"
 	"kvmd/internal/procgroup"
+	"kvmd/journal"
 )
 
 // facts are what the probes found that summary.txt turns into findings.
@@ -35,8 +35,8 @@ type facts struct {
 func (b *Bundle) probes() []probe {
 	return []probe{
 		{"info.json", b.infoProbe},
-		{"journal/this-boot.txt", func(ctx context.Context, w *bytes.Buffer) error { return b.journal(ctx, w, "0") }},
-		{"journal/previous-boot.txt", func(ctx context.Context, w *bytes.Buffer) error { return b.journal(ctx, w, "-1") }},
+		{"journal/this-boot.txt", func(ctx context.Context, w *bytes.Buffer) error { return b.journalFile(ctx, w, "0") }},
+		{"journal/previous-boot.txt", func(ctx context.Context, w *bytes.Buffer) error { return b.journalFile(ctx, w, "-1") }},
 		{"journal/auth-last-hour.txt", b.authProbe},
 		{"kernel.txt", b.kernelProbe},
 		{"usb.txt", b.usbProbe},
@@ -59,6 +59,10 @@ func (b *Bundle) probes() []probe {
 // files.
 func (b *Bundle) live() bool { return b.cfg.FS.Root() == "/" }
 
+// errIsDir is readFile's answer for a directory, which a glob of files
+// may match; files leaves it out.
+var errIsDir = errors.New("is a directory")
+
 // readFile reads a file below the root, at most max bytes. It opens
 // without blocking, so that a FIFO or a device never hangs the probe on
 // open, and gives up reading at ctx's deadline where the file allows one.
@@ -69,7 +73,7 @@ func (b *Bundle) readFile(ctx context.Context, rel string, max int) ([]byte, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("%s is a directory", rel)
+		return nil, fmt.Errorf("%s: %w", rel, errIsDir)
 	}
 	if d, ok := ctx.Deadline(); ok {
 		f.SetReadDeadline(d)
@@ -105,7 +109,7 @@ func (b *Bundle) files(ctx context.Context, w *bytes.Buffer, patterns ...string)
 					fmt.Fprintf(w, "/%s: (unavailable: %v)\n", n, errors.Unwrap(err))
 					continue
 				}
-				if !hw.Absent(err) && !strings.Contains(err.Error(), "is a directory") {
+				if !hw.Absent(err) && !errors.Is(err, errIsDir) && !errors.Is(err, syscall.EISDIR) {
 					fmt.Fprintf(w, "/%s: error: %v\n", n, err)
 					errs = append(errs, err)
 				}
@@ -271,7 +275,7 @@ func (b *Bundle) infoProbe(_ context.Context, w *bytes.Buffer) error {
 	if b.cfg.Info == nil {
 		return errSkip{"no /api/info source"}
 	}
-	raw := b.cfg.Info.JSON(info.Available(false), false)
+	raw := b.cfg.Info.Result(info.Available(false), false)
 	if err := json.Indent(w, raw, "", "  "); err != nil {
 		w.Write(raw)
 	}
@@ -281,28 +285,22 @@ func (b *Bundle) infoProbe(_ context.Context, w *bytes.Buffer) error {
 	return nil
 }
 
-// journalArgs are journalctl's options for the service's entries.
-func (b *Bundle) journalArgs(units bool) []string {
-	a := []string{"--no-pager", "--quiet", "--output=short-iso-precise"}
-	if b.cfg.Journal.Dir != "" {
-		a = append(a, "--directory="+b.cfg.Journal.Dir)
-	}
-	if units {
-		for _, u := range b.cfg.Journal.Units {
-			a = append(a, "--unit="+u)
-		}
-	}
-	return a
+// journalText is what the bundle's journal files are made from: the
+// service's (or the kernel's) entries as journalctl prints them, with the
+// journal's own arguments (package journal).
+func (b *Bundle) journalText(q journal.Query) []string {
+	q.Output = "short-iso-precise"
+	return b.journal.Args(q)
 }
 
-// journal writes the service's entries of a boot (journalctl's offset:
+// journalFile writes the service's entries of a boot (journalctl's offset:
 // 0 this one, -1 the one before), the last 20000 lines at most.
-func (b *Bundle) journal(ctx context.Context, w *bytes.Buffer, boot string) error {
-	args := append(b.journalArgs(true), "--lines=20000", "--boot="+boot)
-	return b.journalctl(ctx, w, args)
+func (b *Bundle) journalFile(ctx context.Context, w *bytes.Buffer, boot string) error {
+	return b.journalctl(ctx, w, b.journalText(journal.Query{Units: true, Lines: 20000, Boot: boot}))
 }
 
-// journalctl runs journalctl; "no entries" answers are not failures.
+// journalctl runs journalctl; "no entries" answers are not failures
+// (journal.Classify tells them).
 func (b *Bundle) journalctl(ctx context.Context, w *bytes.Buffer, args []string) error {
 	var out bytes.Buffer
 	err := command(ctx, &out, b.cfg.Journal.Journalctl, args...)
@@ -310,65 +308,31 @@ func (b *Bundle) journalctl(ctx context.Context, w *bytes.Buffer, args []string)
 	if err == nil && bytes.Count(out.Bytes(), []byte("\n")) <= 1 {
 		w.WriteString("(no entries)\n")
 	}
-	if err != nil && ctx.Err() == nil {
-		s := out.String()
-		if strings.Contains(s, "No such boot ID") || strings.Contains(s, "Failed to add filter for units") ||
-			strings.Contains(s, "Specifying boot ID or boot offset has no effect") {
-			w.WriteString("(no entries)\n")
-			return nil
-		}
+	if err != nil && ctx.Err() == nil && journal.NoEntries(journal.Classify(out.String())) {
+		w.WriteString("(no entries)\n")
+		return nil
 	}
 	return err
 }
 
-// authProbe writes the last hour's authentication failures of the
-// service, and counts them: one per "auth failed" line, and the count of
-// each "auth failures held back" summary (package auth writes both).
+// authProbe writes how many authentication attempts failed in the last
+// hour, as the daemon counted them (Config.Auth), then the service's
+// warnings and errors of that hour, among them the failures' own lines.
 func (b *Bundle) authProbe(ctx context.Context, w *bytes.Buffer) error {
 	since := b.now.Add(-time.Hour)
-	args := append(b.journalArgs(true), fmt.Sprintf("--since=@%d", since.Unix()), "--boot=0")
-	var out bytes.Buffer
-	err := b.journalctl(ctx, &out, args)
-	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.Contains(line, " auth failed "):
-			n++
-			w.WriteString(line + "\n")
-		case strings.Contains(line, " auth failures held back "):
-			if c, ok := field(line, "count"); ok {
-				if v, err := strconv.Atoi(c); err == nil {
-					n += v
-				}
-			}
-			w.WriteString(line + "\n")
-		}
+	if b.cfg.Auth != nil {
+		n := b.cfg.Auth.FailuresSince(since)
+		fmt.Fprintf(w, "%d failed authentication attempts since %s (the daemon's count)\n", n, since.Format(time.RFC3339))
+		b.setFacts(func(f *facts) { f.failedLogins = &n })
+	} else {
+		w.WriteString("failed authentication attempts: not counted here; the daemon counts them, and its bundle (GET /api/diagnostics) says how many\n")
 	}
-	if err != nil {
-		w.Write(out.Bytes())
-		return err
-	}
-	fmt.Fprintf(w, "%d failed authentication attempts since %s\n", n, since.Format(time.RFC3339))
-	b.setFacts(func(f *facts) { f.failedLogins = &n })
-	return nil
-}
-
-// field returns the value of key=value in a logfmt line.
-func field(line, key string) (string, bool) {
-	for f := range strings.FieldsSeq(line) {
-		if v, ok := strings.CutPrefix(f, key+"="); ok {
-			return strings.Trim(v, `"`), true
-		}
-	}
-	return "", false
+	section(w, "the service's warnings and errors of the last hour")
+	return b.journalctl(ctx, w, b.journalText(journal.Query{Units: true, Since: since, Boot: "0", Priority: "warning"}))
 }
 
 func (b *Bundle) kernelProbe(ctx context.Context, w *bytes.Buffer) error {
-	args := append(b.journalArgs(false), "--dmesg", "--lines=5000", "--boot=0")
-	err := b.journalctl(ctx, w, args)
+	err := b.journalctl(ctx, w, b.journalText(journal.Query{Dmesg: true, Lines: 5000, Boot: "0"}))
 	if err != nil && b.live() && ctx.Err() == nil {
 		// Without a journal, the kernel's ring buffer.
 		w.WriteByte('\n')
@@ -464,7 +428,7 @@ func (b *Bundle) throttlingProbe(ctx context.Context, w *bytes.Buffer) error {
 		"sys/class/thermal/thermal_zone*/type", "sys/class/thermal/thermal_zone*/temp")
 	section(w, "history: kernel messages of this boot about voltage and throttling")
 	var out bytes.Buffer
-	kerr := b.journalctl(ctx, &out, append(b.journalArgs(false), "--dmesg", "--boot=0"))
+	kerr := b.journalctl(ctx, &out, b.journalText(journal.Query{Dmesg: true, Boot: "0"}))
 	n := 0
 	for line := range strings.SplitSeq(out.String(), "\n") {
 		l := strings.ToLower(line)

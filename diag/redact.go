@@ -146,6 +146,16 @@ var (
 	userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@"']+:[^/\s@"']*@`)
 	// bearer is a Basic or Bearer credential outside a header.
 	bearer = regexp.MustCompile(`\b(Basic|Bearer|BASIC|BEARER)\s+[A-Za-z0-9+/._~-]{8,}=*`)
+	// apiToken is an API token (auth.TokenPrefix and 64 hex digits), or
+	// its first part: wherever it turned up (a URL in the access log, a
+	// user name typed into the wrong field), by its form, since the
+	// tokens file keeps only hashes. 16 digits tell it from names such as
+	// kvmd_cpu_temperature_celsius.
+	apiToken = regexp.MustCompile(`kvmd_[0-9A-Fa-f]{16,}`)
+	// hexSecret is a run of 64 hex digits or more: a session token (and
+	// an API token without its prefix). Nothing a bundle needs is that
+	// long and hex; a SHA-256 digest goes with it.
+	hexSecret = regexp.MustCompile(`[0-9A-Fa-f]{64,}`)
 )
 
 var (
@@ -190,6 +200,8 @@ func (r *Redactor) Bytes(b []byte) []byte {
 	b = otpURI.ReplaceAll(b, []byte("otpauth://"+Redacted))
 	b = userinfo.ReplaceAll(b, []byte("${1}"+Redacted+"@"))
 	b = bearer.ReplaceAll(b, []byte("${1} "+Redacted))
+	b = apiToken.ReplaceAll(b, []byte(Redacted))
+	b = hexSecret.ReplaceAll(b, []byte(Redacted))
 	if r.identities {
 		b = r.identitiesOf(b)
 	}

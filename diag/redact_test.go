@@ -7,6 +7,8 @@ import (
 	"testing"
 )
 
+const hex64 = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
+
 func TestRedactPatterns(t *testing.T) {
 	r, err := NewRedactor(Secrets{}, false, "")
 	if err != nil {
@@ -36,6 +38,13 @@ func TestRedactPatterns(t *testing.T) {
 		{in: `auth failed user=admin method=xhdr addr=192.168.1.77 reason="wrong user or password"`, wantSame: true},
 		{in: "tls: the private key does not match", wantSame: true},
 		{in: "radius-secret-file: \"\"", wantSame: true},
+		// Tokens by their form alone.
+		{in: "path=/api/kvmd_" + hex64 + " status=404", gone: hex64, keep: "path=/api/[REDACTED] status=404"},
+		{in: "path=/api/" + hex64 + "/x", gone: hex64, keep: "path=/api/[REDACTED]/x"},
+		{in: "kvmd_0123456789abcdef01 cut short", gone: "0123456789abcdef01"},
+		// What only looks alike stays: a metric's name, a boot ID (32).
+		{in: "kvmd_cpu_temperature_celsius 62.3", wantSame: true},
+		{in: "_BOOT_ID=6b766d64746573740000000000000002", wantSame: true},
 	} {
 		got := r.String(tt.in)
 		if tt.wantSame && got != tt.in {

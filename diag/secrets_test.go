@@ -3,7 +3,9 @@ package diag
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +53,9 @@ func plant(t *testing.T) (*env, planted) {
 		argVal  = "planted-cmdline-token"
 		fileTok = "planted-secret-in-file"
 	)
+	// An API token and a session token as the daemon makes them
+	// (auth.TokenPrefix and 64 hex digits; 64 hex digits).
+	apiTok, apiTok2, sessTok := "kvmd_"+randHex(t), "kvmd_"+randHex(t), randHex(t)
 	_, keyFile := testutil.WriteCertPEM(t, dir, testutil.SelfSigned(t))
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
@@ -87,6 +92,14 @@ func plant(t *testing.T) (*env, planted) {
 		"ldap: bind with ldaps://binder:" + ldapPw + "@ldap.example.org failed",
 		"ldap: bind secret " + fileTok,
 		"auth failed user=operator method=basic addr=192.168.1.77 reason=\"wrong user or password\"",
+		// Tokens in their real form where no label says so: pasted into
+		// a URL (a 404 in the access log of an older daemon, a proxy's
+		// log), into the user field, as a query value.
+		"http addr=192.168.1.77 method=GET path=/api/" + apiTok + " status=404",
+		"http addr=192.168.1.77 method=GET path=/api/" + sessTok + " status=404",
+		"nginx: \"GET /api/info?fields=hw&x=" + apiTok2 + "&s=" + sessTok + " HTTP/1.1\" 200",
+		"auth failed user=" + apiTok + " method=xhdr addr=192.168.1.77 reason=\"wrong user or password\"",
+		"auth failed user=" + strings.ToUpper(sessTok) + " method=xhdr",
 	}
 	e := newEnv(t, func() []journaltest.Entry {
 		var es []journaltest.Entry
@@ -115,10 +128,20 @@ func plant(t *testing.T) (*env, planted) {
 		},
 		settings: "users: " + filepath.Join(dir, "htpasswd") + "\ntotp-secret: " + filepath.Join(dir, "totp.secret") +
 			"\nldap-url: ldaps://binder:" + ldapPw + "@ldap.example.org\nhttp-auth-url: https://kvm:" + bearer + "@auth.example.org/check\n",
-		leaks: []string{passwd, "OperatorPassw0rd", hash, hash2, totp, radius, bearer, token, ldapPw, envVal, argVal, fileTok, basic},
+		leaks: []string{passwd, "OperatorPassw0rd", hash, hash2, totp, radius, bearer, token, ldapPw, envVal, argVal, fileTok, basic,
+			apiTok[len("kvmd_"):], apiTok2[len("kvmd_"):], sessTok, strings.ToUpper(sessTok)},
 	}
 	p.leaks = append(p.leaks, keyLines...)
 	return e, p
+}
+
+// randHex is 64 random hex digits, a token's secret part.
+func randHex(t *testing.T) string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }
 
 func bundleOf(t *testing.T, e *env, p planted, secrets Secrets, identities bool) map[string]string {

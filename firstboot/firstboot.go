@@ -34,7 +34,6 @@ import (
 
 	"kvmd/auth"
 	"kvmd/internal/atomicfile"
-	"kvmd/internal/usersfile"
 )
 
 // Where a device keeps kvmd's files; kvmd-firstboot.service and
@@ -355,7 +354,7 @@ func (fb *firstboot) config() error {
 // file it is configured with is missing.
 func (fb *firstboot) totp() error {
 	path := fb.etcPath("totp.secret")
-	created, err := createFile(path, usersfile.Perm, func() ([]byte, error) { return []byte{}, nil })
+	created, err := createFile(path, auth.UsersPerm, func() ([]byte, error) { return []byte{}, nil })
 	if created {
 		fb.report("%s (empty: 2FA off)", path)
 		err = fb.shareWithDaemon(path)
@@ -525,13 +524,19 @@ func (fb *firstboot) admin(stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	store, err := auth.OpenStore(usersPath, auth.StoreConfig{Warn: func(p string, err error) {
+		fmt.Fprintf(stderr, "kvmd: warning: %s: %v\n", p, err)
+	}})
+	if err != nil {
+		return err
+	}
 	var users []string
 	if usersExisted {
-		f, err := usersfile.Read(usersPath, stderr)
-		if err != nil {
+		snap := store.Snapshot()
+		if err := snap.Err(); err != nil {
 			return err
 		}
-		users = f.Users()
+		users = snap.Users()
 	}
 	if len(users) > 0 {
 		return fb.dropStaleBanner(usersPath, pwPath)
@@ -559,13 +564,12 @@ func (fb *firstboot) admin(stderr io.Writer) error {
 		return err
 	}
 	added := false
-	err = usersfile.Update(usersPath, stderr, func(f *auth.Htpasswd) error {
-		if len(f.Users()) > 0 {
+	err = store.Edit(nil, func(e *auth.Edit) error {
+		if len(e.Users.Users()) > 0 {
 			return errExists // someone added a user meanwhile
 		}
-		f.Set("admin", hash)
 		added = true
-		return nil
+		return e.AddUser("admin", hash, auth.RoleNone)
 	})
 	if errors.Is(err, errExists) {
 		return nil

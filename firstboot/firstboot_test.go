@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 )
 
 // fbDirs is a device's tree for firstboot in a temporary directory.
@@ -473,7 +472,11 @@ func TestChangedPassword(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := usersfile.Update(users, os.Stderr, func(f *auth.Htpasswd) error { f.Set("admin", hash); return nil }); err != nil {
+	store, err := auth.OpenStore(users, auth.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Edit(nil, func(e *auth.Edit) error { e.Users.Set("admin", hash); return nil }); err != nil {
 		t.Fatalf("user set: %v", err)
 	}
 	out := runFirstboot(t, d, "")

@@ -154,7 +154,7 @@ func authError(err error) error {
 	case errors.Is(err, auth.ErrForbidden):
 		return errForbidden
 	case errors.Is(err, auth.ErrTooManySessions):
-		return Unavailable("Too many sessions are open; try again later", err)
+		return NotNow("Too many sessions are open; try again later", err)
 	case errors.Is(err, auth.ErrUnavailable):
 		// The authenticator logs these itself, a line per burst.
 		e := Unavailable("The request ended before its password could be checked", err)

@@ -22,7 +22,8 @@ func xhdr(user, passwd string) map[string]string {
 	return map[string]string{"X-KVMD-User": user, "X-KVMD-Passwd": passwd}
 }
 
-// TestAuthRows walks the rows of API.md section 2, in its order.
+// TestAuthRows walks the credentials of docs/api.md, "Authentication", in
+// its order.
 func TestAuthRows(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	token := e.login("admin", "admin-pass")
@@ -256,7 +257,7 @@ func TestLogout(t *testing.T) {
 }
 
 func TestSessionExpiry(t *testing.T) {
-	e := newEnv(t, envOpts{lifetime: time.Hour, idle: 10 * time.Minute})
+	e := newEnv(t, envOpts{lifetime: time.Hour, idle: 10 * time.Minute, fakeClock: true})
 	t0 := time.Now()
 	e.setNow(t0)
 	tok := e.login("admin", "admin-pass")
@@ -351,7 +352,7 @@ func TestTwoFactor(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := key.Secret()
-	e := newEnv(t, envOpts{totpSecret: secret, limiterFreeFail: 1000})
+	e := newEnv(t, envOpts{totpSecret: secret, limiterFreeFail: 1000, fakeClock: true})
 	now := time.Date(2026, 11, 21, 12, 0, 10, 0, time.UTC) // 10 s into a step
 	e.setNow(now)
 	code := func(at time.Time) string {

@@ -101,7 +101,7 @@ func TestClientAddrBehindProxy(t *testing.T) {
 	e := newEnv(t, envOpts{
 		trustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32"), netip.MustParsePrefix("127.0.0.3/32")},
 		extraRoutes: func(s *Server) {
-			s.Handle("GET", "/addr", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+			s.handle("GET", "/addr", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 				return WriteJSON(w, map[string]string{"addr": addrString(s.clientAddr(r))})
 			})
 		},

@@ -189,6 +189,7 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, tlsConf *tls.Con
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    32 << 10,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return s.base },
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if kc, ok := c.(*conn); ok {
 				return context.WithValue(ctx, connInfoKey{}, &kc.info)
@@ -247,6 +248,7 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, tlsConf *tls.Con
 
 func (s *Server) shutdown(srv *http.Server) {
 	s.doneOnce.Do(func() { close(s.done) })
+	s.cancelBase()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {

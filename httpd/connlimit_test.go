@@ -120,7 +120,7 @@ func TestConnectionCaps(t *testing.T) {
 		release := make(chan struct{})
 		var started sync.WaitGroup
 		e := newEnv(t, envOpts{maxConns: 4, maxConnsPerAddr: 10, extraRoutes: func(s *Server) {
-			s.Handle("GET", "/hold", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+			s.handle("GET", "/hold", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 				started.Done()
 				<-release
 				return WriteJSON(w, nil)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"kvmd/atx"
-	"kvmd/auth"
 	"kvmd/events"
 )
 
@@ -54,43 +53,17 @@ type ATX interface {
 // GPIO, HID, ATX, MSD, Streamer).
 var wsEventTypes = []string{"gpio", "hid", "atx", "msd", "streamer"}
 
-// registerDevices registers every device route: the GETs and /ws need a
-// viewer, everything that changes state (POST, DELETE) an operator.
-func (s *Server) registerDevices() {
-	d := s.cfg.Devices
-	if d == nil {
-		return
-	}
-	if d.Events == nil {
-		d.Events = &events.Hub{}
-	}
-	s.Handle("GET", "/ws", auth.RoleViewer, s.ws)
-	s.Handle("GET", "/atx", auth.RoleViewer, s.atxState)
-	s.Handle("POST", "/atx/power", auth.RoleOperator, s.atxPower)
-	s.Handle("POST", "/atx/click", auth.RoleOperator, s.atxClick)
-	s.Handle("GET", "/gpio", auth.RoleViewer, s.deviceState("gpio"))
-	s.Handle("POST", "/gpio/switch", auth.RoleOperator, s.gpioAction("switch"))
-	s.Handle("POST", "/gpio/pulse", auth.RoleOperator, s.gpioAction("pulse"))
-	s.Handle("GET", "/hid", auth.RoleViewer, s.deviceState("hid"))
-	s.Handle("GET", "/streamer", auth.RoleViewer, s.deviceState("streamer"))
-	s.registerMSD()
-	for _, op := range []struct{ method, path string }{
-		{"GET", "/streamer/snapshot"}, {"DELETE", "/streamer/snapshot"}, {"GET", "/streamer/ocr"},
-		{"POST", "/streamer/set_params"}, {"POST", "/streamer/reset"},
-	} {
-		s.Handle(op.method, op.path, roleFor(op.method), notImplemented("UnavailableError", http.StatusServiceUnavailable,
-			"No streamer runs under this daemon: snapshots, OCR and stream parameters are not available"))
-	}
+// streamerUnsupported answers the streamer operations: no streamer runs
+// under this daemon. That is a known state, not a fault (Expected): a
+// viewer asking in a loop gets no error line each.
+func streamerUnsupported(*Server, http.ResponseWriter, *http.Request) error {
+	return &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Expected: true,
+		Msg: "No streamer runs under this daemon: snapshots, OCR and stream parameters are not available"}
 }
 
-func notImplemented(name string, status int, msg string) HandlerFunc {
-	return func(http.ResponseWriter, *http.Request) error {
-		return &Error{Status: status, Name: name, Msg: msg}
-	}
-}
-
-func (s *Server) deviceState(eventType string) HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
+// deviceState answers GET of a subsystem's state, as its event carries it.
+func deviceState(eventType string) routeHandler {
+	return func(s *Server, w http.ResponseWriter, r *http.Request) error {
 		return WriteJSON(w, s.cfg.Devices.State(eventType))
 	}
 }
@@ -178,8 +151,8 @@ func (s *Server) atxClick(w http.ResponseWriter, r *http.Request) error {
 // the channel up: unknown is GpioChannelNotFoundError; a channel that
 // cannot switch or pulse is GpioSwitchNotSupported or
 // GpioPulseNotSupported, all 400. Every channel here is read-only.
-func (s *Server) gpioAction(op string) HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
+func gpioAction(op string) routeHandler {
+	return func(s *Server, w http.ResponseWriter, r *http.Request) error {
 		q := r.URL.Query()
 		ch := strings.TrimSpace(q.Get("channel"))
 		if ch == "" || len(ch) > 255 {
@@ -208,13 +181,4 @@ func (s *Server) gpioAction(op string) HandlerFunc {
 		}
 		return &Error{Status: http.StatusBadRequest, Name: "GpioPulseNotSupported", Msg: "This GPIO channel does not support pulsing: it is read-only here"}
 	}
-}
-
-// roleFor is the role a device route of method needs: reading is a
-// viewer's, changing an operator's.
-func roleFor(method string) auth.Role {
-	if method == http.MethodGet {
-		return auth.RoleViewer
-	}
-	return auth.RoleOperator
 }

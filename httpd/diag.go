@@ -23,7 +23,7 @@ type DiagBundle interface {
 type DiagSource func(redactIdentities bool) (DiagBundle, error)
 
 var errDiagBusy = &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError",
-	Msg: "A diagnostics bundle is being made; try again when it is done", RetryAfter: 10 * time.Second}
+	Msg: "A diagnostics bundle is being made; try again when it is done", RetryAfter: 10 * time.Second, Expected: true}
 
 // diagnostics answers GET /api/diagnostics: a zip archive streamed as
 // the probes end, one at a time (a bundle runs a dozen probes, some of
@@ -50,16 +50,7 @@ func (s *Server) diagnostics(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if err := b.Write(ctx, w); err != nil {
+	if err := b.Write(r.Context(), w); err != nil { // cut short at shutdown (BaseContext)
 		// The reply has begun: the client sees a truncated archive, which
 		// no zip reader opens; the log says why.
 		s.cfg.Log.Warn("diagnostics bundle not sent whole", "err", err)

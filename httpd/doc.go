@@ -1,6 +1,7 @@
 // Package httpd is kvmd's HTTP server: one handler with its own routes under
 // /api/ (also answered with /api stripped, as PiKVM's nginx forwards them),
-// one wrapper that every request passes through (security headers, body
+// every one a row of one table with its least role and the credentials it
+// takes (routeTable in routes.go), one wrapper that every request passes through (security headers, body
 // limit, authentication, access log, panic recovery), and one place that
 // renders replies in kvmd's JSON envelope:
 //

@@ -16,14 +16,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"golang.org/x/crypto/bcrypt"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 	"kvmd/metrics"
 )
 
@@ -65,6 +64,9 @@ type envOpts struct {
 	devices *Devices
 	// diag, when set, serves /api/diagnostics.
 	diag DiagSource
+	// fakeClock runs the authenticator, its sessions and the credential
+	// store on a clock the test moves (env.setNow, env.fake).
+	fakeClock bool
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -74,13 +76,14 @@ type env struct {
 	users    string
 	totpPath string
 	a        *auth.Authenticator
+	store    *auth.Store
 	tokens   *auth.Tokens
 	srv      *Server
 	base     string // http://127.0.0.1:port
 	sock     string
 	logs     *testutil.SyncBuffer
-	shutdown func()       // ends Serve now; the cleanup still checks it returned
-	clock    atomic.Int64 // unix nanos; 0: real time
+	shutdown func()              // ends Serve now; the cleanup still checks it returned
+	fake     clockwork.FakeClock // with envOpts.fakeClock
 }
 
 var hashes sync.Map // password -> its bcrypt hash, so a rewrite keeps unchanged lines
@@ -122,7 +125,18 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err := os.WriteFile(auth.RolesPath(e.users), []byte(testRoles), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	users, err := auth.OpenUsers(e.users, log)
+	var clock clockwork.Clock
+	if o.fakeClock {
+		e.fake = clockwork.NewFakeClock()
+		clock = e.fake
+	}
+	store, err := auth.OpenStore(e.users, auth.StoreConfig{Log: log, Clock: clock, Watch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	e.store = store
+	users, err := auth.NewUsers(store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,17 +156,12 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	e.a = auth.New(users, tfa, &auth.Sessions{Idle: o.idle, Lifetime: o.lifetime, Max: 100}, lim, log)
 	e.a.External = o.external
-	e.tokens = auth.OpenTokens(auth.TokensPath(e.users), log)
+	e.tokens = auth.NewTokens(store, log)
+	e.tokens.Local = e.a.Local
 	e.a.Tokens = e.tokens
-	e.a.Now = func() time.Time {
-		if n := e.clock.Load(); n != 0 {
-			return time.Unix(0, n)
-		}
-		return time.Now()
-	}
 	cfg := Config{
 		Auth: e.a, Tokens: e.tokens, Log: log,
-		Users: &usersfile.Store{Path: e.users, Changed: func() { users.Refresh(true); e.tokens.Refresh(true) }}, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui, Info: o.info, TrustedProxies: o.trustedProxies,
+		Users: store, AccessLog: log, PeerAuth: o.peer, LogSource: o.log, UI: o.ui, Info: o.info, TrustedProxies: o.trustedProxies,
 		ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
 		ShutdownTimeout: 2 * time.Second,
 		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),
@@ -209,8 +218,9 @@ func serveUntilCleanup(t *testing.T, srv *Server, lns []net.Listener, tlsConf *t
 	return cancel
 }
 
-// setNow freezes the authenticator's clock.
-func (e *env) setNow(t time.Time) { e.clock.Store(t.UnixNano()) }
+// setNow moves the env's fake clock (envOpts.fakeClock) to t, firing the
+// deadlines it passes.
+func (e *env) setNow(t time.Time) { e.fake.Advance(t.Sub(e.fake.Now())) }
 
 type reply struct {
 	status          int

@@ -20,6 +20,11 @@ type Error struct {
 	RetryAfter time.Duration
 	// Allow, when set, is sent as the Allow header (405).
 	Allow string
+	// Expected marks a 5xx that is a known state of the device, not a
+	// fault: a subsystem this build does not have, a slot taken, a file
+	// that cannot be written here. It is logged at info, at a bounded
+	// rate, as the 4xx are; a fault is logged as an error each time.
+	Expected bool
 	// logged says the cause was logged where it arose, at a bounded rate:
 	// a flood of such failures must not give a log line each.
 	logged bool
@@ -45,9 +50,19 @@ func BadRequest(msg string, cause error) *Error {
 	return &Error{Status: http.StatusBadRequest, Name: "BadRequestError", Msg: msg, Err: cause}
 }
 
-// Unavailable is a 503: something the request needs cannot be had now.
+// Unavailable is a 503: something the request needs cannot be had now,
+// because of a fault (logged as an error).
 func Unavailable(msg string, cause error) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Msg: msg, Err: cause}
+}
+
+// NotNow is a 503 for a known state, not a fault: something the request
+// needs is taken, or not there on this device (logged at info, at a
+// bounded rate).
+func NotNow(msg string, cause error) *Error {
+	e := Unavailable(msg, cause)
+	e.Expected = true
+	return e
 }
 
 var (
@@ -106,7 +121,11 @@ func asError(err error) *Error {
 	var pe PublicError
 	if errors.As(err, &pe) {
 		if name, ok := publicNames[pe.HTTPStatus()]; ok {
-			return &Error{Status: pe.HTTPStatus(), Name: name, Msg: pe.PublicMessage(), Err: err}
+			// A 503 of another package says "not now, the request was
+			// fine" (the journal cannot be read, its followers are many):
+			// a known state, with its reason in the message.
+			return &Error{Status: pe.HTTPStatus(), Name: name, Msg: pe.PublicMessage(), Err: err,
+				Expected: pe.HTTPStatus() == http.StatusServiceUnavailable}
 		}
 	}
 	return internalError(err)
@@ -138,6 +157,15 @@ func WriteJSON(w http.ResponseWriter, result any) error {
 	}
 	writeBody(w, http.StatusOK, b)
 	return nil
+}
+
+// writeResult writes result, JSON made elsewhere (package info keeps its
+// categories as ready JSON), in the envelope with status 200.
+func writeResult(w http.ResponseWriter, result []byte) {
+	const head, tail = `{"ok":true,"result":`, `}`
+	b := make([]byte, 0, len(head)+len(result)+len(tail))
+	b = append(append(append(b, head...), result...), tail...)
+	writeBody(w, http.StatusOK, b)
 }
 
 func writeBody(w http.ResponseWriter, status int, body []byte) {

@@ -128,6 +128,7 @@ func newFuzzServer(tb testing.TB) (*Server, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { users.Store().Close() })
 	a := auth.New(users, nil, &auth.Sessions{Max: 100}, auth.NewLimiter(), log)
 	token, _, err := a.Sessions.New("admin", 0, time.Now())
 	if err != nil {

@@ -198,7 +198,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		// cookie is SameSite=Strict, so that first page load (still part
 		// of a navigation another site started) goes without it; the
 		// login page it is sent to finds the session and moves on
-		// (web/static/login.js). README: "Logging in from another page".
+		// (web/static/login.js). docs/security.md: "Logging in from another page".
 		w.Header().Set("Location", redirect)
 		w.WriteHeader(http.StatusFound)
 		return nil

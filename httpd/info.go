@@ -8,8 +8,9 @@ import (
 type InfoSource interface {
 	// Fields parses the fields parameter into category names.
 	Fields(arg string, legacy bool) ([]string, error)
-	// JSON is the whole reply, envelope included, for those categories.
-	JSON(categories []string, legacy bool) []byte
+	// Result is the reply's result for those categories, as JSON (an
+	// object); the server puts it in the envelope.
+	Result(categories []string, legacy bool) []byte
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) error {
@@ -21,6 +22,6 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return BadParam("fields", err.Error())
 	}
-	writeBody(w, http.StatusOK, s.cfg.Info.JSON(cats, legacy))
+	writeResult(w, s.cfg.Info.Result(cats, legacy))
 	return nil
 }

@@ -30,7 +30,7 @@ func TestCheckRefusesPeerCredentials(t *testing.T) {
 		t.Errorf("check with peer credentials only: %d %q, want 401 UnauthorizedError", r.status, r.errName)
 	}
 	// Every other endpoint still takes them.
-	e.srv.Handle("GET", "/whoami", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+	e.srv.handle("GET", "/whoami", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		return WriteJSON(w, map[string]string{"user": IdentityFrom(r.Context()).User})
 	})
 	if r := e.reqUnix("GET", "/api/whoami", nil, ""); r.status != 200 || !strings.Contains(string(r.body), `"root"`) {
@@ -48,14 +48,14 @@ func (f *fakeInfo) Fields(arg string, legacy bool) ([]string, error) {
 	f.got = append(f.got, arg)
 	return []string{"system"}, nil
 }
-func (f *fakeInfo) JSON([]string, bool) []byte { return []byte(`{"ok":true,"result":{}}`) }
+func (f *fakeInfo) Result([]string, bool) []byte { return []byte(`{}`) }
 
 // TestBadQueryEscape: a query that does not decode (a bad %-escape) is a
 // 400, not a parameter silently dropped (which gave every category).
 func TestBadQueryEscape(t *testing.T) {
 	fi := &fakeInfo{}
 	e := newEnv(t, envOpts{info: fi, extraRoutes: func(s *Server) {
-		s.Handle("GET", "/q", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+		s.handle("GET", "/q", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 			if _, err := queryBool(r, "x", false); err != nil {
 				return err
 			}
@@ -69,11 +69,21 @@ func TestBadQueryEscape(t *testing.T) {
 			t.Errorf("%s: %d %q %s, want 400 ValidatorError", path, r.status, r.errName, r.errMsg)
 		}
 	}
+	// The message says which fault it is.
+	for path, want := range map[string]string{
+		"/api/q?x=%zz": "a bad %-escape", "/api/q?x=1;y=2": "a semicolon is no separator", "/api/q?x=1&y=%zz": "a bad %-escape",
+	} {
+		if r := e.req("GET", path, auth, ""); r.status != 400 || !strings.Contains(r.errMsg, want) {
+			t.Errorf("%s: %d %q, want 400 saying %q", path, r.status, r.errMsg, want)
+		}
+	}
 	if len(fi.got) != 0 {
 		t.Errorf("the info source was asked for %q: the bad query reached it", fi.got)
 	}
 	if r := e.req("GET", "/api/info?fields=system%2Cmeta", auth, ""); r.status != 200 || !slices.Equal(fi.got, []string{"system,meta"}) {
 		t.Errorf("a good escape: %d, fields %q", r.status, fi.got)
+	} else if string(r.body) != `{"ok":true,"result":{}}` {
+		t.Errorf("the info source's result in the server's envelope: %s", r.body)
 	}
 	// A bad query on an unauthenticated request is still 401 first: the
 	// query is not looked at before authentication.

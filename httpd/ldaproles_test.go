@@ -30,8 +30,8 @@ func TestLDAPRoles(t *testing.T) {
 	}
 	ok := func(w http.ResponseWriter, r *http.Request) error { writeBody(w, 200, okEmpty); return nil }
 	e := newEnv(t, envOpts{external: ext, extraRoutes: func(s *Server) {
-		s.Handle("POST", "/test/atx", auth.RoleOperator, ok)
-		s.Handle("GET", "/test/diagnostics", auth.RoleAdmin, ok)
+		s.handle("POST", "/test/atx", auth.RoleOperator, ok)
+		s.handle("GET", "/test/diagnostics", auth.RoleAdmin, ok)
 	}})
 	for _, tc := range []struct {
 		user      ldaptest.User

@@ -2,9 +2,11 @@ package httpd
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -48,19 +50,27 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The stream ends when the client goes away or the server shuts down.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// The stream ends when the client goes away or the server shuts down
+	// (r's context derives from the server's BaseContext).
+	ctx := r.Context()
 
 	lw := &logWriter{w: w, rc: http.NewResponseController(w)}
-	err = s.cfg.LogSource.WriteLog(ctx, lw, seek, follow)
+	done := make(chan error, 1)
+	go func() { done <- s.cfg.LogSource.WriteLog(ctx, lw, seek, follow) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// The client left, the server is stopping, or the session or
+		// token that let the request in ended (revoked, expired, idle):
+		// the reply ends now, not once the source has let go of what it
+		// holds (journalctl killed and reaped), which it does on its own
+		// with ctx. Nothing reaches w after the handler returns.
+		if !lw.stop() {
+			err = <-done // nothing sent yet: the answer is WriteLog's
+			break
+		}
+		return nil
+	}
 	if !lw.started {
 		if err != nil {
 			return err // nothing sent yet: the answer is the error's envelope
@@ -75,12 +85,31 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) error {
 }
 
 // logWriter is the response as a LogSource writes it: the status and
-// headers of a log go out with the first write or flush.
+// headers of a log go out with the first write or flush. Once stopped,
+// it writes nothing more (the handler has returned).
 type logWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	mu      sync.Mutex
+	stopped bool
 	started bool
 	gone    bool // the first flush failed: the client left at once
+}
+
+// errLogStopped is a write after the handler returned.
+var errLogStopped = errors.New("httpd: the log's reply has ended")
+
+// stop makes every later call fail and tells whether the reply had
+// begun; when it had not, it is not stopped (the handler answers with
+// the source's error).
+func (l *logWriter) stop() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started {
+		return false
+	}
+	l.stopped = true
+	return true
 }
 
 func (l *logWriter) start() {
@@ -95,11 +124,21 @@ func (l *logWriter) start() {
 }
 
 func (l *logWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return 0, errLogStopped
+	}
 	l.start()
 	return l.w.Write(p)
 }
 
 func (l *logWriter) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return errLogStopped
+	}
 	first := !l.started
 	l.start()
 	err := l.rc.Flush()
@@ -109,4 +148,11 @@ func (l *logWriter) Flush() error {
 	return err
 }
 
-func (l *logWriter) SetWriteDeadline(t time.Time) error { return l.rc.SetWriteDeadline(t) }
+func (l *logWriter) SetWriteDeadline(t time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return errLogStopped
+	}
+	return l.rc.SetWriteDeadline(t)
+}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"kvmd/auth"
 	"kvmd/msd"
 )
 
@@ -38,21 +37,6 @@ func (s *Server) msdStall() time.Duration {
 		return d
 	}
 	return DefaultMSDStall
-}
-
-// registerMSD registers kvmd's /api/msd routes
-// (kvmd/apps/kvmd/api/msd.py): the state for viewers; everything else,
-// reading an image's bytes included (it may hold what the host wrote on
-// a flash drive), for operators.
-func (s *Server) registerMSD() {
-	s.Handle("GET", "/msd", auth.RoleViewer, s.deviceState("msd"))
-	s.Handle("POST", "/msd/set_params", auth.RoleOperator, s.msdSetParams)
-	s.Handle("POST", "/msd/set_connected", auth.RoleOperator, s.msdSetConnected)
-	s.HandleRaw("POST", "/msd/write", auth.RoleOperator, s.msdWrite)
-	s.Handle("POST", "/msd/write_remote", auth.RoleOperator, s.msdWriteRemote)
-	s.Handle("POST", "/msd/remove", auth.RoleOperator, s.msdRemove)
-	s.Handle("POST", "/msd/reset", auth.RoleOperator, s.msdReset)
-	s.Handle("GET", "/msd/read", auth.RoleOperator, s.msdRead)
 }
 
 // msdDrive returns the drive, or kvmd's disabled MSD's error.

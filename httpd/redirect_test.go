@@ -90,7 +90,7 @@ func TestLoginRedirect(t *testing.T) {
 		})
 	}
 	// The limiter counted the failure, not the refused redirect.
-	if n := e.a.Limiter.Failures(mustAddr("127.0.0.1"), e.a.Now()); n != 1 {
+	if n := e.a.Limiter.Failures(mustAddr("127.0.0.1"), e.a.Clock.Now()); n != 1 {
 		t.Errorf("%d failures counted, want 1 (the wrong password)", n)
 	}
 	// Where the redirects land: /kvm and /kvm/ are the dashboard's other

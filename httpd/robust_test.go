@@ -616,10 +616,10 @@ func TestSlowClients(t *testing.T) {
 
 func TestHandlerPanic(t *testing.T) {
 	e := newEnv(t, envOpts{extraRoutes: func(s *Server) {
-		s.Handle("GET", "/boom", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+		s.handle("GET", "/boom", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 			panic("boom: secret internals")
 		})
-		s.Handle("GET", "/index", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
+		s.handle("GET", "/index", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 			_ = make([]int, 1)[len(r.URL.Path)] // a runtime error, not a panic call
 			return nil
 		})
@@ -656,7 +656,7 @@ func TestHandlerPanic(t *testing.T) {
 
 func TestSecurityHeadersEverywhere(t *testing.T) {
 	e := newEnv(t, envOpts{extraRoutes: func(s *Server) {
-		s.Handle("GET", "/boom", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error { panic("boom") })
+		s.handle("GET", "/boom", auth.RoleViewer, func(w http.ResponseWriter, r *http.Request) error { panic("boom") })
 	}})
 	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -754,24 +754,24 @@ func TestStdError(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Handlers whose replies look as much as they can like net/http's.
-	s.Handle("GET", "/lookalike", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("GET", "/lookalike", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusBadRequest)
 		io.WriteString(w, "400 Bad Request")
 		return nil
 	})
-	s.Handle("GET", "/lookalike417", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("GET", "/lookalike417", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusExpectationFailed)
 		return nil
 	})
-	s.Handle("GET", "/plain", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("GET", "/plain", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
 		http.Error(w, "431 Request Header Fields Too Large", http.StatusRequestHeaderFieldsTooLarge)
 		return nil
 	})
-	s.Handle("GET", "/json", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error { return WriteJSON(w, map[string]int{"a": 1}) })
-	s.Handle("POST", "/continue", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("GET", "/json", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error { return WriteJSON(w, map[string]int{"a": 1}) })
+	s.handle("POST", "/continue", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
 		_, err := s.readBody(w, r)
 		if err != nil {
 			return err

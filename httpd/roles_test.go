@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -21,15 +22,19 @@ import (
 // the error name; a reply of another type must be a success.
 func (e *env) rawReq(t *testing.T, method, path string, hdr map[string]string, body string) (int, string) {
 	t.Helper()
+	return rawDo(t, http.DefaultTransport.(*http.Transport).Clone(), method, e.base+path, hdr, body)
+}
+
+func rawDo(t *testing.T, tr *http.Transport, method, url string, hdr map[string]string, body string) (int, string) {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	r, _ := http.NewRequest(method, e.base+path, rd)
+	r, _ := http.NewRequest(method, url, rd)
 	for k, v := range hdr {
 		r.Header.Set(k, v)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr}).Do(r)
 	if err != nil {
@@ -72,23 +77,36 @@ func (e *env) mkToken(t *testing.T, hdr map[string]string, body string) string {
 	return v.Result.Token
 }
 
-// TestRoleTable walks the route table, every route and method registered
-// through Server.Handle (the endpoints of other files included once they
-// are), with a user of each role authenticated each way: a role below the
-// route's gets 403 ForbiddenError before the handler runs, a role at or
-// above it gets the handler's own answer (never 401/403, never a 500;
-// a 503 is the normal answer of what this daemon does not do).
+// rawReqUnix is rawReq over the unix socket, where the env's peer policy
+// trusts the test process.
+func (e *env) rawReqUnix(t *testing.T, method, path string) (int, string) {
+	t.Helper()
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", e.sock)
+	}}
+	return rawDo(t, tr, method, "http://kvmd"+path, nil, "")
+}
+
+// TestRoleTable walks every route the server serves with a user of each
+// role authenticated each way (headers, Basic, cookie, API token), a
+// unix-socket peer and nobody: a role below the route's gets 403
+// ForbiddenError before the handler runs, and so does an API token on a
+// route that takes none; a peer on a route that takes none is no
+// credential (401); nobody gets 401 except from a public route. A
+// credential that may call the route gets the handler's own answer (never
+// 401/403, never a 500; a 503 is the normal answer of what this daemon
+// does not do).
 func TestRoleTable(t *testing.T) {
 	devices, _ := testDevices(t)
 	diag := func(bool) (DiagBundle, error) { return tinyBundle{}, nil }
-	e := newEnv(t, envOpts{log: &fakeLog{}, info: &fakeInfo{}, metrics: true, devices: devices, diag: diag, extraRoutes: func(s *Server) {
-		ok := func(w http.ResponseWriter, r *http.Request) error { writeBody(w, 200, okEmpty); return nil }
-		// Stand-ins for the routes of other issues: ATX (operator) and
-		// diagnostics (admin), which register the same way.
-		s.Handle("POST", "/test/atx", auth.RoleOperator, ok)
-		s.Handle("GET", "/test/atx", auth.RoleViewer, ok)
-		s.Handle("GET", "/test/diagnostics", auth.RoleAdmin, ok)
-	}})
+	peer := func(uid, gid uint32) (string, bool) { return "root", true }
+	e := newEnv(t, envOpts{log: &fakeLog{}, info: &fakeInfo{}, metrics: true, devices: devices, diag: diag, totpConfigured: true, peer: peer})
+	if err := os.WriteFile(e.totpPath, nil, 0o600); err != nil { // 2FA off
+		t.Fatal(err)
+	}
+	eventually(t, "the empty secret file read", func() bool {
+		return e.req("GET", "/api/auth/check", xhdr("admin", "admin-pass"), "").status == 200
+	})
 	roleUsers := []struct {
 		user, passwd string
 		role         auth.Role
@@ -98,61 +116,85 @@ func TestRoleTable(t *testing.T) {
 		{"admin", "admin-pass", auth.RoleAdmin},
 	}
 	type cred struct {
-		how  string
-		role auth.Role
-		hdr  func() map[string]string
+		how   string
+		role  auth.Role
+		token bool
+		hdr   func() map[string]string
 	}
 	var creds []cred
 	for _, u := range roleUsers {
 		tok := e.mkToken(t, xhdr(u.user, u.passwd), `{"name":"table"}`)
 		creds = append(creds,
-			cred{"basic " + u.user, u.role, func() map[string]string { return map[string]string{"Authorization": basic(u.user, u.passwd)} }},
-			cred{"xhdr " + u.user, u.role, func() map[string]string { return xhdr(u.user, u.passwd) }},
+			cred{"basic " + u.user, u.role, false, func() map[string]string { return map[string]string{"Authorization": basic(u.user, u.passwd)} }},
+			cred{"xhdr " + u.user, u.role, false, func() map[string]string { return xhdr(u.user, u.passwd) }},
 			// A fresh session each time: the table holds logout.
-			cred{"cookie " + u.user, u.role, func() map[string]string { return cookie(e.login(u.user, u.passwd)) }},
-			cred{"token " + u.user, u.role, func() map[string]string { return bearer(tok) }},
+			cred{"cookie " + u.user, u.role, false, func() map[string]string { return cookie(e.login(u.user, u.passwd)) }},
+			cred{"token " + u.user, u.role, true, func() map[string]string { return bearer(tok) }},
 		)
 	}
 	// An admin's token made with the viewer role is a viewer.
 	adminViewer := e.mkToken(t, xhdr("admin", "admin-pass"), `{"name":"low","role":"viewer"}`)
-	creds = append(creds, cred{"viewer token of admin", auth.RoleViewer, func() map[string]string { return bearer(adminViewer) }})
+	creds = append(creds, cred{"viewer token of admin", auth.RoleViewer, true, func() map[string]string { return bearer(adminViewer) }})
 
 	routes := e.srv.Routes()
-	seen := map[auth.Role]bool{}
 	for _, rt := range routes {
-		seen[rt.Role] = true
-		if rt.Path == "/auth/tokens" && rt.Method == "DELETE" {
-			continue // walked by TestTokenLifecycle: it would revoke the table's tokens
-		}
 		for _, c := range creds {
-			if rt.Path == "/auth/tokens" && rt.Method == "POST" && strings.Contains(c.how, "token") {
-				continue // no token makes tokens, whatever its role: TestTokenLifecycle
-			}
 			status, name := e.rawReq(t, rt.Method, "/api"+rt.Path, c.hdr(), "")
-			allowed := c.role >= rt.Role
 			switch {
-			case allowed && (status == 401 || status == 403 || status == 500):
-				t.Errorf("%s %s needs %s; %s (%s) got %d %s, want its success", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
-			case !allowed && (status != 403 || name != "ForbiddenError"):
-				t.Errorf("%s %s needs %s; %s (%s) got %d %q, want 403 ForbiddenError", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
+			case rt.Role == auth.RoleNone:
+				if status == 401 || status == 403 || status == 500 {
+					t.Errorf("public %s %s: %s got %d %s", rt.Method, rt.Path, c.how, status, name)
+				}
+			case c.token && !rt.Token:
+				if status != 403 || name != "ForbiddenError" {
+					t.Errorf("%s %s takes no API token; %s got %d %q, want 403 ForbiddenError", rt.Method, rt.Path, c.how, status, name)
+				}
+			case c.role >= rt.Role:
+				if status == 401 || status == 403 || status == 500 {
+					t.Errorf("%s %s needs %s; %s (%s) got %d %s, want its success", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
+				}
+			default:
+				if status != 403 || name != "ForbiddenError" {
+					t.Errorf("%s %s needs %s; %s (%s) got %d %q, want 403 ForbiddenError", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
+				}
 			}
 		}
-		if rt.Role == auth.RoleNone {
-			if status, _ := e.rawReq(t, rt.Method, "/api"+rt.Path, nil, ""); status == 401 || status == 403 {
+		// A unix-socket peer is an admin where the route takes peers, no
+		// credential where it does not.
+		status, name := e.rawReqUnix(t, rt.Method, "/api"+rt.Path)
+		switch {
+		case rt.Role == auth.RoleNone || rt.Peer:
+			if status == 401 || status == 403 || status == 500 {
+				t.Errorf("%s %s as a unix-socket peer: %d %s, want its success", rt.Method, rt.Path, status, name)
+			}
+		case status != 401:
+			t.Errorf("%s %s takes no peer; a unix-socket peer got %d %s, want 401", rt.Method, rt.Path, status, name)
+		}
+		// Nobody.
+		status, name = e.rawReq(t, rt.Method, "/api"+rt.Path, nil, "")
+		switch {
+		case rt.Role == auth.RoleNone:
+			if status == 401 || status == 403 {
 				t.Errorf("public %s %s: %d without credentials", rt.Method, rt.Path, status)
 			}
-		} else if status, name := e.rawReq(t, rt.Method, "/api"+rt.Path, nil, ""); status != 401 {
+		case status != 401:
 			t.Errorf("%s %s without credentials: %d %s, want 401", rt.Method, rt.Path, status, name)
 		}
 	}
-	for _, rt := range []RouteRole{{"GET", "/diagnostics", auth.RoleAdmin}, {"POST", "/atx/power", auth.RoleOperator},
-		{"POST", "/gpio/switch", auth.RoleOperator}, {"GET", "/auth/users", auth.RoleAdmin}} {
-		if !slices.Contains(routes, rt) {
-			t.Errorf("the table lacks %v", rt)
+	// Every row of the table was walked: this env turns on every feature
+	// but open metrics, whose row is walked below.
+	var want []RouteInfo
+	for _, rt := range routeTable {
+		if rt.when == always || allFeatures&rt.when != 0 {
+			want = append(want, rt.info())
 		}
 	}
+	slices.SortFunc(want, compareRoutes)
+	if !slices.Equal(routes, want) {
+		t.Errorf("the server serves %d routes, the table has %d for its Config:\n%v\n%v", len(routes), len(want), routes, want)
+	}
 	for _, r := range []auth.Role{auth.RoleNone, auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin} {
-		if !seen[r] {
+		if !slices.ContainsFunc(routes, func(rt RouteInfo) bool { return rt.Role == r }) {
 			t.Errorf("no route of role %s walked", r)
 		}
 	}
@@ -161,6 +203,11 @@ func TestRoleTable(t *testing.T) {
 		if status, _ := e.rawReq(t, "GET", p, bearer(adminViewer), ""); status != 200 {
 			t.Errorf("viewer GET %s: %d, want 200", p, status)
 		}
+	}
+
+	open := newEnv(t, envOpts{metrics: true, metricsOpen: true})
+	if status, name := open.rawReq(t, "GET", "/api/export/prometheus/metrics", nil, ""); status != 200 {
+		t.Errorf("open metrics without credentials: %d %s", status, name)
 	}
 }
 
@@ -174,7 +221,7 @@ func TestTokenLifecycle(t *testing.T) {
 	}
 	testSecret := key.Secret()
 	e := newEnv(t, envOpts{totpSecret: testSecret, extraRoutes: func(s *Server) {
-		s.Handle("POST", "/test/atx", auth.RoleOperator, func(w http.ResponseWriter, r *http.Request) error {
+		s.handle("POST", "/test/atx", auth.RoleOperator, func(w http.ResponseWriter, r *http.Request) error {
 			writeBody(w, 200, okEmpty)
 			return nil
 		})
@@ -353,10 +400,7 @@ func TestEndingClosesStreams(t *testing.T) {
 	followUntilEnd(t, e, f, bearer(api), func() { e.req("DELETE", "/api/auth/tokens?name=s", admin, "") })
 
 	tok = e.login("operator", "operator-pass")
-	followUntilEnd(t, e, f, cookie(tok), func() {
-		writeRoles(t, e, "viewer:viewer\noperator:viewer\n")
-		e.a.Users.Refresh(true)
-	})
+	followUntilEnd(t, e, f, cookie(tok), func() { writeRoles(t, e, "viewer:viewer\noperator:viewer\n") })
 
 	tok = e.login("viewer", "viewer pass")
 	followUntilEnd(t, e, f, cookie(tok), func() {
@@ -367,7 +411,6 @@ func TestEndingClosesStreams(t *testing.T) {
 			}
 		}
 		writeUsers(t, e.users, users)
-		e.a.Users.Refresh(true)
 	})
 	for _, want := range []string{`msg="role changed" user=operator old=operator new=viewer`, `msg="token revoked" user=admin token=s by=admin`, `msg=logout user=viewer`} {
 		if !strings.Contains(e.logs.String(), want) {

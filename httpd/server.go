@@ -2,7 +2,6 @@ package httpd
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,12 +11,12 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"kvmd/auth"
+	"kvmd/events"
 )
 
 // Config is what New needs. Zero durations and sizes take the defaults.
@@ -80,33 +79,27 @@ type Config struct {
 // HandlerFunc is a handler that returns its error instead of writing it.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-type route struct {
-	methods map[string]HandlerFunc
-	// roles is the least role each method needs; auth.RoleNone: public.
-	roles map[string]auth.Role
-	allow string
-	// noPeer refuses unix-socket peer credentials: /auth/check, which
-	// nginx's auth_request calls as the proxy's own user.
-	noPeer bool
-	// rawBody routes read their own request body, after authentication,
-	// without the MaxBody limit and the BodyTimeout: an image upload
-	// (HandleRaw).
-	rawBody bool
-}
-
 // Server is kvmd's HTTP handler. Create it with New.
 type Server struct {
 	cfg      Config
 	conns    *connTable
-	routes   map[string]*route
+	routes   map[string]*pathRoutes
 	ui       map[string]*uiFile
 	diagBusy chan struct{}
+	refusals refusals
 	done     chan struct{}
-	doneOnce sync.Once
+	// base is every request's parent context (http.Server.BaseContext):
+	// shutdown cancels it right after closing done, which ends the
+	// streams (log follows, WebSockets, bundles) without a goroutine per
+	// request watching done.
+	base       context.Context
+	cancelBase context.CancelFunc
+	doneOnce   sync.Once
 }
 
-// New returns a Server with the authentication endpoints registered. Its
-// error is for a Config.UI that cannot be read or lacks a page.
+// New returns a Server serving the routes of the route table (routes.go)
+// that cfg turns on. Its error is for a route table that cannot be served
+// (ErrDuplicateRoute) and a Config.UI that cannot be read or lacks a page.
 func New(cfg Config) (*Server, error) {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 4 << 10
@@ -126,48 +119,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, routes: map[string]*route{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
+	if cfg.Devices != nil && cfg.Devices.Events == nil {
+		cfg.Devices.Events = &events.Hub{}
+	}
+	s := &Server{cfg: cfg, routes: map[string]*pathRoutes{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy)
-	// The route table: every endpoint and the least role it needs
-	// (auth.RoleNone: public). Routes added later by other files go
-	// through Handle too, so TestRoleTable walks them all.
-	s.Handle("POST", "/auth/login", auth.RoleNone, s.login)
-	s.Handle("GET", "/auth/check", auth.RoleViewer, s.check)
-	s.routes["/auth/check"].noPeer = true
-	s.Handle("POST", "/auth/logout", auth.RoleViewer, s.logout)
-	s.Handle("GET", "/auth/sessions", auth.RoleViewer, s.listSessions)
-	s.Handle("DELETE", "/auth/sessions", auth.RoleViewer, s.endSessions)
-	if cfg.Tokens != nil {
-		s.Handle("GET", "/auth/tokens", auth.RoleViewer, s.listTokens)
-		s.Handle("POST", "/auth/tokens", auth.RoleViewer, s.addToken)
-		s.Handle("DELETE", "/auth/tokens", auth.RoleViewer, s.delToken)
-	}
-	if cfg.Users != nil {
-		s.Handle("GET", "/auth/users", auth.RoleAdmin, s.listUsers)
-		s.Handle("POST", "/auth/users", auth.RoleAdmin, s.addUser)
-		s.Handle("PATCH", "/auth/users", auth.RoleAdmin, s.setUser)
-		s.Handle("DELETE", "/auth/users", auth.RoleAdmin, s.delUser)
-	}
-	if cfg.TwoFactor != nil {
-		s.Handle("GET", "/auth/totp", auth.RoleAdmin, s.totpState)
-		s.Handle("POST", "/auth/totp/begin", auth.RoleAdmin, s.totpBegin)
-		s.Handle("POST", "/auth/totp/confirm", auth.RoleAdmin, s.totpConfirm)
-		s.Handle("DELETE", "/auth/totp", auth.RoleAdmin, s.totpDisable)
-	}
-	if cfg.Info != nil {
-		s.Handle("GET", "/info", auth.RoleViewer, s.info)
-	}
-	s.Handle("GET", "/log", auth.RoleViewer, s.log)
-	if cfg.Metrics != nil {
-		role := auth.RoleViewer
-		if cfg.MetricsOpen {
-			role = auth.RoleNone
-		}
-		s.Handle("GET", "/export/prometheus/metrics", role, s.metrics)
-	}
-	s.registerDevices()
-	if cfg.Diagnostics != nil {
-		s.Handle("GET", "/diagnostics", auth.RoleAdmin, s.diagnostics)
+	s.refusals = refusals{log: cfg.Log, now: time.Now}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
+	if err := s.addRoutes(routeTable, cfg.features()); err != nil {
+		return nil, err
 	}
 	if cfg.UI != nil {
 		ui, err := loadUI(cfg.UI)
@@ -177,41 +137,6 @@ func New(cfg Config) (*Server, error) {
 		s.ui = ui
 	}
 	return s, nil
-}
-
-// Handle registers h for method and path, for users of role and above
-// (auth.RoleNone: anyone, unauthenticated). A user below role gets 403
-// ForbiddenError before h runs. path is given without the /api prefix;
-// the route answers both with and without it. GET routes answer HEAD
-// too, for the same role.
-func (s *Server) Handle(method, path string, role auth.Role, h HandlerFunc) {
-	rt := s.routes[path]
-	if rt == nil {
-		rt = &route{methods: map[string]HandlerFunc{}, roles: map[string]auth.Role{}}
-		s.routes[path] = rt
-	}
-	rt.methods[method] = h
-	rt.roles[method] = role
-	if method == http.MethodGet {
-		rt.methods[http.MethodHead] = h
-		rt.roles[http.MethodHead] = role
-	}
-	var allow []string
-	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"} {
-		if rt.methods[m] != nil {
-			allow = append(allow, m)
-		}
-	}
-	rt.allow = strings.Join(allow, ", ")
-}
-
-// HandleRaw registers h as Handle does, for a route whose handler reads
-// the request body itself, as a stream, once the request is authenticated
-// and allowed: no MaxBody, no BodyTimeout, which the handler replaces
-// with its own bounds.
-func (s *Server) HandleRaw(method, path string, role auth.Role, h HandlerFunc) {
-	s.Handle(method, path, role, h)
-	s.routes[path].rawBody = true
 }
 
 // Done is closed when the server begins to shut down; handlers that stream
@@ -244,18 +169,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var id Identity
 	if err := s.serve(rec, r, &id); err != nil {
 		e := asError(err)
-		if e.Status >= 500 && !e.logged {
-			s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		switch {
+		case e.logged:
+		case errors.Is(err, context.Canceled) && s.base.Err() != nil:
+			// Cut by the shutdown, which is logged once.
+		case expected(e):
+			s.refusals.note(r, e)
+		default:
+			s.cfg.Log.Error("request failed", "method", r.Method, "path", logPath(r.URL.Path), "err", err)
 		}
 		if rec.status == 0 {
 			writeError(rec, e)
 		} else if e.Status >= 500 || e.Err != nil {
-			s.cfg.Log.Warn("error after the reply began", "path", r.URL.Path, "err", err)
+			s.cfg.Log.Warn("error after the reply began", "path", logPath(r.URL.Path), "err", err)
 		}
 	}
 	if s.cfg.AccessLog != nil {
-		s.cfg.AccessLog.Info("http", "addr", addrString(s.clientAddr(r)), "method", r.Method, "path", r.URL.Path,
-			"status", rec.status, "bytes", rec.bytes, "user", id.User, "auth", string(id.Method),
+		s.cfg.AccessLog.Info("http", "addr", addrString(s.clientAddr(r)), "method", r.Method, "path", logPath(r.URL.Path),
+			"status", rec.status, "bytes", rec.bytes, "user", auth.LogName(id.User), "auth", string(id.Method),
 			"dur", time.Since(start).Round(time.Microsecond))
 	}
 }
@@ -275,15 +206,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	} else if f, public := s.uiRoute(path); f != nil {
 		return s.serveUI(w, r, f, public, id)
 	}
-	rt := s.routes[path]
-	if rt == nil {
+	p := s.routes[path]
+	if p == nil {
 		return errNotFound
 	}
-	h := rt.methods[r.Method]
-	if h == nil {
-		return methodNotAllowed(rt.allow)
+	rt := p.methods[r.Method]
+	if rt == nil {
+		return methodNotAllowed(p.allow)
 	}
-	if rt.rawBody {
+	raw := p.rawBody[r.Method]
+	if raw {
 		// The body is the handler's; one it leaves unread (an error,
 		// authentication first) is not drained: the connection closes.
 		defer func() {
@@ -298,7 +230,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	// Any body is read whole now, under the size limit and the body
 	// deadline, whether or not the handler wants it: net/http would
 	// otherwise drain an unread one after the handler, with neither.
-	if !rt.rawBody && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	if !raw && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 		body, err := s.readBody(w, r)
 		if err != nil {
@@ -307,14 +239,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
-	if need := rt.roles[r.Method]; need != auth.RoleNone {
-		who, err := s.authenticate(r, !rt.noPeer)
+	if rt.role != auth.RoleNone {
+		who, err := s.authenticate(r, rt.creds&viaPeer != 0)
 		*id = who
 		if err != nil {
 			return err
 		}
-		if who.Role < need {
-			return roleError(who.Role, need)
+		if who.Method == auth.MethodToken && rt.creds&viaToken == 0 {
+			return errTokenRefused
+		}
+		if who.Role < rt.role {
+			return roleError(who.Role, rt.role)
 		}
 		if who.done != nil {
 			// The request ends when its session or token does.
@@ -328,30 +263,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	return h(w, r)
-}
-
-// RouteRole is one row of the route table: a method and path (without
-// /api) and the least role it needs.
-type RouteRole struct {
-	Method, Path string
-	Role         auth.Role
-}
-
-// Routes returns the route table, sorted, HEAD rows left out.
-func (s *Server) Routes() []RouteRole {
-	var out []RouteRole
-	for p, rt := range s.routes {
-		for m, role := range rt.roles {
-			if m != http.MethodHead {
-				out = append(out, RouteRole{m, p, role})
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b RouteRole) int {
-		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
-	})
-	return out
+	return rt.handler(s, w, r)
 }
 
 func roleError(have, need auth.Role) *Error {

@@ -3,6 +3,7 @@ package httpd
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -30,12 +31,13 @@ type sessionView struct {
 // whose returns the user whose sessions or tokens a request is about: the
 // user= parameter for an admin (every user when absent and all is set),
 // the caller itself for everyone else. A non-admin naming another user is
-// refused.
+// refused. The name is canonical, as everywhere (checkUser).
 func whose(r *http.Request, id Identity, all bool) (string, error) {
 	q := r.URL.Query()
 	user, named := q.Get("user"), q.Has("user")
 	if named {
-		if _, err := checkUser("user", user); err != nil {
+		var err error
+		if user, err = checkUser("user", user); err != nil {
 			return "", err
 		}
 	}
@@ -124,12 +126,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 // token: the only time it is shown.
 func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 	id := IdentityFrom(r.Context())
-	if id.Method == auth.MethodToken {
-		// A leaked token must not be able to mint itself successors
-		// that outlive its revocation.
-		return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "Forbidden: an API token cannot make API tokens; sign in with a password"}
-	}
-	body, err := io.ReadAll(r.Body)
+	body, err := io.ReadAll(r.Body) // no API token gets here: the route table refuses them
 	if err != nil {
 		return BadRequest("Request body could not be read", err)
 	}
@@ -146,14 +143,13 @@ func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 		return BadParam("name", err.Error())
 	}
 	user := id.User
-	if req.User != "" && req.User != id.User {
-		if id.Role < auth.RoleAdmin {
-			return roleError(id.Role, auth.RoleAdmin)
-		}
-		if _, err := checkUser("user", req.User); err != nil {
+	if req.User != "" {
+		if user, err = checkUser("user", req.User); err != nil {
 			return err
 		}
-		user = req.User
+		if user != id.User && id.Role < auth.RoleAdmin {
+			return roleError(id.Role, auth.RoleAdmin)
+		}
 	}
 	// The token's role is at most the caller's, and at most its user's.
 	ceiling := min(id.Role, s.cfg.Auth.Role(user))
@@ -177,6 +173,18 @@ func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 	secret, err := s.cfg.Tokens.Add(user, req.Name, role, expires, now, s.actor(r, id))
 	if errors.Is(err, auth.ErrTokenExists) {
 		return &Error{Status: http.StatusBadRequest, Name: "ValidatorError", Msg: "Invalid name: this user already has a token of that name"}
+	}
+	if errors.Is(err, auth.ErrTooManyTokens) {
+		return &Error{Status: http.StatusBadRequest, Name: "TooManyTokensError",
+			Msg: fmt.Sprintf("This user has %d API tokens, the most a user may have: revoke one first", auth.MaxTokensPerUser)}
+	}
+	if errors.Is(err, auth.ErrNoUser) && user != id.User {
+		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
+	}
+	if errors.Is(err, auth.ErrNoUser) || errors.Is(err, auth.ErrRoleTooHigh) {
+		// The caller went, or the user lost the role, while the request
+		// ran: the store checks both under its lock.
+		return &Error{Status: http.StatusForbidden, Name: "ForbiddenError", Msg: "Forbidden: the token's user is gone or has a lower role now"}
 	}
 	if err != nil {
 		return tokensFileError(err)
@@ -217,7 +225,7 @@ func (s *Server) delToken(w http.ResponseWriter, r *http.Request) error {
 // are then made with kvmd token add.
 func tokensFileError(err error) error {
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-		return Unavailable("The tokens file cannot be written here; use kvmd token add|del", err)
+		return NotNow("The tokens file cannot be written here; use kvmd token add|del", err)
 	}
 	return internalError(err)
 }

@@ -22,8 +22,17 @@ type TwoFactorEnroller interface {
 	Disable(by auth.Actor) error
 }
 
+// errNoTOTPSecret answers the 2FA routes on a device started without
+// --totp-secret: what to configure, for the web page to show as it is.
+var errNoTOTPSecret = &Error{Status: http.StatusConflict, Name: "TwoFactorNotConfiguredError",
+	Msg: "2FA is not set up on this device: it needs a file to keep its secret in. Start kvmd serve with " +
+		"--totp-secret FILE (or totp-secret: FILE in /etc/kvmd/kvmd.yaml), then turn 2FA on here"}
+
 // totpState answers GET /api/auth/totp (admin): whether 2FA is on.
 func (s *Server) totpState(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.TwoFactor == nil {
+		return errNoTOTPSecret
+	}
 	return WriteJSON(w, map[string]bool{"enabled": s.cfg.TwoFactorOn()})
 }
 
@@ -32,6 +41,9 @@ func (s *Server) totpState(w http.ResponseWriter, r *http.Request) error {
 // quiet zone included), which the page draws: no image, no script from
 // elsewhere. Nothing changes until the confirm.
 func (s *Server) totpBegin(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.TwoFactor == nil {
+		return errNoTOTPSecret
+	}
 	id := IdentityFrom(r.Context())
 	secret, uri, err := s.cfg.TwoFactor.Begin(id.User, time.Now())
 	if err != nil {
@@ -48,6 +60,9 @@ func (s *Server) totpBegin(w http.ResponseWriter, r *http.Request) error {
 // (admin): the begun secret is written, and 2FA is on, only when the code
 // is its code now.
 func (s *Server) totpConfirm(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.TwoFactor == nil {
+		return errNoTOTPSecret
+	}
 	id := IdentityFrom(r.Context())
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -75,6 +90,9 @@ func (s *Server) totpConfirm(w http.ResponseWriter, r *http.Request) error {
 
 // totpDisable answers DELETE /api/auth/totp (admin): 2FA off.
 func (s *Server) totpDisable(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.TwoFactor == nil {
+		return errNoTOTPSecret
+	}
 	id := IdentityFrom(r.Context())
 	if err := s.cfg.TwoFactor.Disable(s.actor(r, id)); err != nil {
 		return tokensFileError(err)

@@ -3,18 +3,18 @@ package httpd
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 )
 
-// UserStore edits the users file for /api/auth/users: package usersfile's
+// UserStore edits the users file for /api/auth/users: package auth's
 // *Store.
 type UserStore interface {
-	List() ([]usersfile.UserInfo, error)
-	Set(user, passwd string, role auth.Role, create bool) error
+	List() ([]auth.UserInfo, error)
+	Set(user string, c auth.UserChange) (revoked int, err error)
 	Delete(user string) error
 }
 
@@ -26,7 +26,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request) error {
 		return internalError(err)
 	}
 	if list == nil {
-		list = []usersfile.UserInfo{}
+		list = []auth.UserInfo{}
 	}
 	return WriteJSON(w, map[string]any{"users": list})
 }
@@ -36,6 +36,27 @@ type userBody struct {
 	Name   string `json:"name"`
 	Passwd string `json:"passwd"`
 	Role   string `json:"role"`
+	// RevokeTokens, with a new passwd (PATCH), revokes every API token
+	// of the user too: after a compromise the password alone is not
+	// enough, and tokens are meant to survive a routine change.
+	RevokeTokens bool `json:"revoke_tokens"`
+}
+
+// checkNewPasswd validates a password about to be set (not empty, at most
+// bcrypt's 72 bytes), naming the limit.
+func checkNewPasswd(param, passwd string) error {
+	err := auth.ValidNewPasswd(passwd)
+	if errors.Is(err, auth.ErrPasswdTooLong) {
+		return passwdTooLong(param)
+	}
+	if err != nil {
+		return BadParam(param, err.Error())
+	}
+	return nil
+}
+
+func passwdTooLong(param string) *Error {
+	return BadParam(param, fmt.Sprintf("longer than %d bytes, the most a bcrypt hash keeps", auth.MaxNewPasswdLen))
 }
 
 func readUserBody(r *http.Request) (userBody, auth.Role, error) {
@@ -52,8 +73,10 @@ func readUserBody(r *http.Request) (userBody, auth.Role, error) {
 		return b, 0, err
 	}
 	b.Name = name
-	if err := checkPasswd("passwd", b.Passwd); err != nil {
-		return b, 0, err
+	if b.Passwd != "" {
+		if err := checkNewPasswd("passwd", b.Passwd); err != nil {
+			return b, 0, err
+		}
 	}
 	var role auth.Role
 	if b.Role != "" {
@@ -75,15 +98,19 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request) error {
 	if b.Passwd == "" {
 		return BadParam("passwd", "a new user needs a password")
 	}
+	if b.RevokeTokens {
+		return BadParam("revoke_tokens", "a new user has no tokens")
+	}
 	if role == auth.RoleNone {
 		role = auth.RoleViewer
 	}
-	err = s.cfg.Users.Set(b.Name, b.Passwd, role, true)
-	if errors.Is(err, usersfile.ErrExists) {
+	by := s.actor(r, IdentityFrom(r.Context()))
+	_, err = s.cfg.Users.Set(b.Name, auth.UserChange{Passwd: b.Passwd, Role: role, Create: true, By: &by})
+	if errors.Is(err, auth.ErrUserExists) {
 		return BadParam("name", "the user exists")
 	}
 	if err != nil {
-		return tokensFileError(err)
+		return userStoreError(err)
 	}
 	s.auditUser(r, "user added", b.Name, "role", role.String())
 	writeBody(w, http.StatusOK, okEmpty)
@@ -91,8 +118,9 @@ func (s *Server) addUser(w http.ResponseWriter, r *http.Request) error {
 }
 
 // setUser answers PATCH /api/auth/users (admin): a new password (its
-// sessions end), a new role, or both. An admin cannot change its own
-// role: the last admin must not lock everyone out by a slip.
+// sessions end; with revoke_tokens its API tokens are revoked too), a new
+// role, or both. An admin cannot change its own role: the last admin must
+// not lock everyone out by a slip.
 func (s *Server) setUser(w http.ResponseWriter, r *http.Request) error {
 	id := IdentityFrom(r.Context())
 	b, role, err := readUserBody(r)
@@ -102,21 +130,34 @@ func (s *Server) setUser(w http.ResponseWriter, r *http.Request) error {
 	if b.Passwd == "" && role == auth.RoleNone {
 		return BadParam("passwd", "give a new passwd, a role, or both")
 	}
+	if b.RevokeTokens && b.Passwd == "" {
+		return BadParam("revoke_tokens", "goes with a new passwd; revoke tokens one by one with DELETE /api/auth/tokens")
+	}
+	if b.RevokeTokens && s.cfg.Tokens == nil {
+		return BadParam("revoke_tokens", "this server does not manage API tokens; use kvmd user set --revoke-tokens")
+	}
 	if role != auth.RoleNone && b.Name == id.User && role != auth.RoleAdmin {
 		return BadParam("role", "you cannot take the admin role from yourself")
 	}
-	err = s.cfg.Users.Set(b.Name, b.Passwd, role, false)
-	if errors.Is(err, usersfile.ErrNoUser) {
+	// The password and the revocation are one change of the credential
+	// files: no crash leaves the old tokens under a new password.
+	by := s.actor(r, id)
+	revoked, err := s.cfg.Users.Set(b.Name, auth.UserChange{Passwd: b.Passwd, Role: role, RevokeTokens: b.RevokeTokens, By: &by})
+	if errors.Is(err, auth.ErrNoUser) {
 		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
 	}
 	if err != nil {
-		return tokensFileError(err)
+		return userStoreError(err)
 	}
-	if b.Passwd != "" {
-		s.auditUser(r, "password reset", b.Name)
+	if b.Passwd == "" {
+		writeBody(w, http.StatusOK, okEmpty)
+		return nil
 	}
-	writeBody(w, http.StatusOK, okEmpty)
-	return nil
+	if b.RevokeTokens {
+		s.auditUser(r, "tokens revoked", b.Name, "count", revoked)
+	}
+	s.auditUser(r, "password reset", b.Name)
+	return WriteJSON(w, map[string]int{"tokens_revoked": revoked})
 }
 
 // delUser answers DELETE /api/auth/users?name=NAME (admin): the user, its
@@ -131,15 +172,31 @@ func (s *Server) delUser(w http.ResponseWriter, r *http.Request) error {
 		return BadParam("name", "you cannot remove yourself")
 	}
 	err = s.cfg.Users.Delete(name)
-	if errors.Is(err, usersfile.ErrNoUser) {
+	if errors.Is(err, auth.ErrNoUser) {
 		return &Error{Status: http.StatusNotFound, Name: "NotFoundError", Msg: "No such user"}
 	}
 	if err != nil {
-		return tokensFileError(err)
+		return userStoreError(err)
 	}
 	s.auditUser(r, "user removed", name)
 	writeBody(w, http.StatusOK, okEmpty)
 	return nil
+}
+
+// userStoreError answers a failed change of a user: a password that
+// cannot be hashed is the caller's (400, naming the limit); the last admin
+// kept (the change is checked under the
+// credential store's lock, so two admins demoting each other at once
+// cannot both succeed), or a file the daemon may not write.
+func userStoreError(err error) error {
+	if errors.Is(err, auth.ErrPasswdTooLong) {
+		return passwdTooLong("passwd")
+	}
+	if errors.Is(err, auth.ErrLastAdmin) {
+		return &Error{Status: http.StatusBadRequest, Name: "LastAdminError",
+			Msg: "That would leave no admin: give another user the admin role first"}
+	}
+	return tokensFileError(err)
 }
 
 // auditUser logs a user management event: who, from where, how.

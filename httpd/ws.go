@@ -46,15 +46,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	c.SetReadLimit(wsReadLimit)
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx := r.Context() // ends with the session, or when the server shuts down (BaseContext)
 
 	sub := d.Events.Subscribe()
 	defer d.Events.Unsubscribe(sub)

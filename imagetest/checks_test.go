@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"strconv"
@@ -27,21 +28,9 @@ func (s *system) testFirstboot(t *testing.T) {
 	if p["ActiveState"] != "active" || p["Result"] != "success" || p["ExecMainStatus"] != "0" {
 		t.Errorf("kvmd-firstboot.service: %v", p)
 	}
-	// Owners and modes as the README's table has them, on the booted
-	// system (after kvmd.service started, with its StateDirectory=).
-	want := map[string]string{
-		"/etc/kvmd":                    "root:kvmd 775",
-		"/etc/kvmd/kvmd.yaml":          "root:root 644",
-		"/etc/kvmd/htpasswd":           "root:kvmd 640",
-		"/etc/kvmd/totp.secret":        "root:kvmd 640",
-		"/etc/kvmd/tls.key":            "root:kvmd 640",
-		"/etc/kvmd/tls.crt":            "root:root 644",
-		"/etc/issue.d/kvmd.issue":      "root:root 600",
-		"/var/lib/kvmd":                "root:kvmd 710",
-		"/var/lib/kvmd/msd":            "root:kvmd 770",
-		"/var/lib/kvmd/admin-password": "root:root 600",
-		"/var/lib/kvmd/secret":         "root:root 600",
-	}
+	// Owners and modes as the manual's table has them, on the booted
+	// system (after kvmd.service started).
+	want := docModes(t)
 	var paths []string
 	for p := range want {
 		paths = append(paths, p)
@@ -159,8 +148,7 @@ func (s *system) testInfo(t *testing.T) {
 		t.Errorf("node.host %q, want kvmd", info.Node.Host)
 	}
 	// qemu's virt board: not a Raspberry Pi, no thermal zone, no firmware
-	// throttling flags. Its USB device controller and capture device are
-	// the test's (dummy_hcd, vivid), checked by testGadget and testVideo.
+	// throttling flags, no USB device controller, no capture device.
 	if got := info.HW.Platform["type"]; got == nil || *got != "generic" {
 		t.Errorf("hw.platform.type %v, want generic", got)
 	}
@@ -175,8 +163,16 @@ func (s *system) testInfo(t *testing.T) {
 	if _, st := sh.run(t, "ls -d /sys/class/thermal/thermal_zone*"); st != 0 && info.HW.Health.Temp.CPU != nil {
 		t.Errorf("hw.health.temp.cpu %v without a thermal zone", *info.HW.Health.Temp.CPU)
 	}
-	if info.HW.Health.Throttling != nil {
-		t.Errorf("throttling %v: want null on qemu's virt board", info.HW.Health.Throttling)
+	if info.HW.Health.Throttling != nil || info.HW.Video != nil {
+		t.Errorf("throttling %v, video %v: want null on qemu's virt board", info.HW.Health.Throttling, info.HW.Video)
+	}
+	// The gadget state as the guest's sysfs has it: no UDC there, and
+	// none through the sandbox.
+	if udcs, _ := sh.run(t, "ls /sys/class/udc 2>/dev/null"); udcs != "" {
+		t.Errorf("the virt board has a UDC: %q", udcs)
+	}
+	if u := info.HW.USB; u.Status != "no_udc" || u.UDC != nil || u.Connected || u.Gadget != nil {
+		t.Errorf("hw.usb %+v, want status no_udc, no UDC, no gadget", u)
 	}
 	// Memory and CPU: what the VM has.
 	memTotal := sh.must(t, "awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo")
@@ -201,7 +197,7 @@ func (s *system) testInfo(t *testing.T) {
 	}
 }
 
-// logLineRe is one /api/log line (API.md section 4).
+// logLineRe is one /api/log line (docs/api.md, "Service log").
 var logLineRe = regexp.MustCompile(`^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (kvmd[a-z-]*\.service)\] --- (.*)$`)
 
 // mark makes the daemon log a line with a unique path: an authenticated
@@ -376,9 +372,9 @@ func (s *system) testWebEdits(t *testing.T) {
 		t.Errorf("the viewer added through the API, GET /api/diagnostics: %d, want 403", st)
 	}
 	// As root reads them: the daemon's edits are on disk, in the daemon's
-	// group (the tokens file, which it created, its alone: auth.TokensPerm).
+	// group, the files it made beside the users file with its mode.
 	if out := sh.must(t, "stat -c '%n %G %a' /etc/kvmd/htpasswd /etc/kvmd/htpasswd.roles /etc/kvmd/htpasswd.tokens"); out !=
-		"/etc/kvmd/htpasswd kvmd 640\n/etc/kvmd/htpasswd.roles kvmd 640\n/etc/kvmd/htpasswd.tokens kvmd 600" {
+		"/etc/kvmd/htpasswd kvmd 640\n/etc/kvmd/htpasswd.roles kvmd 640\n/etc/kvmd/htpasswd.tokens kvmd 640" {
 		t.Errorf("the files the daemon wrote:\n%s", out)
 	}
 	if out := sh.must(t, "grep -c '^webuser:' /etc/kvmd/htpasswd; grep -c '^admin:imagetest:viewer:' /etc/kvmd/htpasswd.tokens"); out != "1\n1" {
@@ -398,6 +394,65 @@ func (s *system) testWebEdits(t *testing.T) {
 	}
 	if log := sh.must(t, "journalctl -b -o cat -u kvmd.service"); strings.Contains(log, "cannot be written") || strings.Contains(log, "read-only file system") {
 		t.Errorf("the daemon could not write its files:\n%s", tail(log, 3000))
+	}
+}
+
+// testCredentials: the daemon as shipped (User=kvmd, ProtectSystem=strict,
+// /etc/kvmd root:kvmd) follows the credential files that root's commands
+// write, by inotify, with no request: a token made with kvmd token add lets
+// in; kvmd token del ends a log follow it holds open; a user added with a
+// role (a change of two files, through FILE.pending, made by root) is that
+// role; nothing is left pending.
+func (s *system) testCredentials(t *testing.T) {
+	sh := s.m.shell
+	tok := strings.TrimSpace(sh.must(t, "kvmd token add booted --user admin --role viewer --users /etc/kvmd/htpasswd 2>/dev/null"))
+	bearer := map[string]string{"Authorization": "Bearer " + tok}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !waitFor(ctx, 5*time.Second, 20*time.Millisecond, func() bool {
+		st, _, _ := s.c.do("GET", "/api/auth/check", bearer, nil)
+		return st == 200
+	}) {
+		t.Fatal("the token made by root is not accepted")
+	}
+	resp, err := s.c.stream(ctx, "/api/log?follow=1&seek=60", bearer)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("follow with the token: %v %v", resp, err)
+	}
+	ended := make(chan time.Time, 1)
+	go func() {
+		io.Copy(io.Discard, resp.Body)
+		ended <- time.Now()
+	}()
+	time.Sleep(time.Second)
+	start := time.Now()
+	sh.must(t, "kvmd token del booted --user admin --users /etc/kvmd/htpasswd")
+	select {
+	case at := <-ended:
+		// Under TCG: the shell's round trip and the command's own start
+		// are in it.
+		t.Logf("kvmd token del sent to the follow's end: %v", at.Sub(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the log follow of a token revoked by kvmd token del is still open 5 s later")
+	}
+
+	sh.must(t, "echo 'eve pass 1' | kvmd user add eve --role viewer --users /etc/kvmd/htpasswd")
+	eve := map[string]string{"X-KVMD-User": "eve", "X-KVMD-Passwd": "eve pass 1"}
+	if !waitFor(ctx, 5*time.Second, 20*time.Millisecond, func() bool {
+		st, _, _ := s.c.do("GET", "/api/auth/check", eve, nil)
+		return st == 200
+	}) {
+		t.Fatal("eve, added by root, is not accepted")
+	}
+	if st, _, _ := s.c.do("GET", "/api/auth/users", eve, nil); st != 403 {
+		t.Errorf("eve, added as a viewer, GET /api/auth/users: %d, want 403", st)
+	}
+	sh.must(t, "kvmd user del eve --users /etc/kvmd/htpasswd")
+	if out := sh.must(t, "ls -A /etc/kvmd"); strings.Contains(out, ".pending") || strings.Contains(out, ".tmp") {
+		t.Errorf("left in /etc/kvmd:\n%s", out)
+	}
+	if log := sh.must(t, "journalctl -b -o cat -u kvmd.service"); strings.Contains(log, "credential files polled") {
+		t.Errorf("the daemon polls instead of watching:\n%s", tail(log, 3000))
 	}
 }
 

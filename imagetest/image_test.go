@@ -121,6 +121,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("msd power cut", sys.testMSDPowerCut)
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
+	t.Run("credentials", sys.testCredentials)
 	fig.rssAfter = sys.daemonRSS(t)
 	t.Run("watchdog", func(t *testing.T) { sys.testWatchdog(t, &fig) })
 	t.Run("reboot", func(t *testing.T) { sys.testReboot(t, &fig) })

@@ -10,35 +10,41 @@ import (
 // cached holds one category's value and its JSON for at most ttl (forever
 // when ttl is 0). When it is stale, one caller rebuilds it while the
 // others keep answering with the stale copy, so many clients never pile up
-// work; only the very first callers wait for the first build.
-type cached struct {
+// work; only the very first callers wait for the first build. T is the
+// category's own type, so that a reader of the value (Hardware) gets it
+// as built, with no type assertion that could fail unnoticed.
+type cached[T any] struct {
 	ttl   time.Duration
-	build func() any
+	build func() T
 	now   func() time.Time
 
 	mu  sync.Mutex
-	cur atomic.Pointer[snapshot]
+	cur atomic.Pointer[snapshot[T]]
+}
+
+func newCached[T any](ttl time.Duration, now func() time.Time, build func() T) *cached[T] {
+	return &cached[T]{ttl: ttl, build: build, now: now}
 }
 
 // snapshot is one build: the value as built (shared by every reader, so
 // never changed after) and its JSON.
-type snapshot struct {
-	val  any
+type snapshot[T any] struct {
+	val  T
 	json []byte
 	at   time.Time
 }
 
-func (c *cached) fresh(s *snapshot, now time.Time) bool {
+func (c *cached[T]) fresh(s *snapshot[T], now time.Time) bool {
 	return s != nil && (c.ttl == 0 || now.Sub(s.at) < c.ttl)
 }
 
 // get returns the category's JSON.
-func (c *cached) get() []byte { return c.load().json }
+func (c *cached[T]) get() []byte { return c.load().json }
 
 // value returns the category's value, from the same build as get's JSON.
-func (c *cached) value() any { return c.load().val }
+func (c *cached[T]) value() T { return c.load().val }
 
-func (c *cached) load() *snapshot {
+func (c *cached[T]) load() *snapshot[T] {
 	now := c.now()
 	s := c.cur.Load()
 	if c.fresh(s, now) {
@@ -59,7 +65,7 @@ func (c *cached) load() *snapshot {
 	if err != nil {
 		b = []byte("null")
 	}
-	s = &snapshot{val: v, json: b, at: c.now()}
+	s = &snapshot[T]{val: v, json: b, at: c.now()}
 	c.cur.Store(s)
 	return s
 }

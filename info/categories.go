@@ -82,7 +82,7 @@ type authState struct {
 	TOTP    bool `json:"totp"`
 }
 
-func (s *Source) auth() any { return authState{Enabled: true, TOTP: s.cfg.TwoFactor()} }
+func (s *Source) readAuth() authState { return authState{Enabled: true, TOTP: s.cfg.TwoFactor()} }
 
 // fan is the state without a fan daemon: kvmd-fan is not part of this
 // daemon, so nothing monitors a fan.
@@ -95,7 +95,7 @@ type node struct {
 	Host *string `json:"host"`
 }
 
-func (s *Source) node() any {
+func (s *Source) readNode() node {
 	h, err := s.cfg.FS.Hostname()
 	s.report("hostname", err)
 	return node{Host: nullable(h)}
@@ -116,7 +116,7 @@ type Uptime struct {
 	Parts *UptimeParts `json:"parts"`
 }
 
-func (s *Source) uptime() any {
+func (s *Source) readUptime() Uptime {
 	d, err := s.cfg.FS.Uptime()
 	s.report("uptime", err)
 	if err != nil {
@@ -168,7 +168,7 @@ type Health struct {
 	Throttling *Throttling `json:"throttling"`
 }
 
-func (s *Source) health() any {
+func (s *Source) readHealth() Health {
 	var h Health
 	zones, terr := s.cfg.FS.ThermalZones()
 	if t, ok := hw.CPUTemp(zones); terr == nil && ok {
@@ -221,13 +221,13 @@ func (s *Source) cpuPercent() (int, bool) {
 	return cur.SinceBoot()
 }
 
-func (s *Source) gpio() any {
+func (s *Source) readGPIO() map[string]hw.PinState {
 	return hw.ReadPins(s.profile.Pins)
 }
 
-// usb is the gadget's state, or why there is none (hw.USB's Status and
-// Reason); null only when what is there cannot be read.
-func (s *Source) usb() any {
+// readUSB is the gadget's state, or why there is none (hw.USB's Status
+// and Reason); null only when what is there cannot be read.
+func (s *Source) readUSB() *hw.USB {
 	u, err := s.cfg.FS.USB()
 	s.report("usb", err)
 	if err != nil {
@@ -236,7 +236,7 @@ func (s *Source) usb() any {
 	return &u
 }
 
-func (s *Source) video() any {
+func (s *Source) readVideo() *hw.Video {
 	v, err := hw.ReadVideo(s.cfg.FS, s.cfg.V4L2)
 	s.report("video", err)
 	if hw.Absent(err) {

@@ -52,7 +52,7 @@ func TestHardware(t *testing.T) {
 	if err := os.WriteFile(fs.Path("proc/uptime"), []byte("5000.25 1.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	uptimeJSON := func() any { return get(decode(t, s.JSON([]string{"uptime"}, true)), "uptime", "total") }
+	uptimeJSON := func() any { return get(decode(t, s.Result([]string{"uptime"}, true)), "uptime", "total") }
 	if got, js := deref(s.Hardware().Uptime.Total), uptimeJSON(); got != int64(2911) || js != 2911.0 {
 		t.Errorf("within the TTL: uptime %v, JSON %v; want the cached 2911 in both", got, js)
 	}
@@ -112,7 +112,7 @@ func TestPlatformVideo(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := New(Config{FS: hw.New(tt.root), V4L2: &v4l2test.Fake{}})
-			res := decode(t, s.JSON([]string{"hw"}, true))
+			res := decode(t, s.Result([]string{"hw"}, true))
 			if got := get(res, "hw", "platform", "video"); got != tt.want {
 				t.Errorf("hw.platform.video = %v, want %v", got, tt.want)
 			}
@@ -125,7 +125,7 @@ func TestVideoUSBDongle(t *testing.T) {
 		"video0": {Err: hw.ErrNoSignal, Fmt: hw.Format{Width: 1920, Height: 1080, PixelFormat: "MJPG"}},
 	})
 	s := New(Config{FS: hw.New(usbDongleRoot(t)), V4L2: fake})
-	v := get(decode(t, s.JSON([]string{"video"}, false)), "video")
+	v := get(decode(t, s.Result([]string{"video"}, false)), "video")
 	want := map[string]any{
 		"device": "/dev/video0", "driver": "uvcvideo", "card": "USB Video: USB Video",
 		"media": nil, "receiver": nil, "bridge": nil, "source": "/dev/video0",

@@ -50,7 +50,20 @@ type Source struct {
 
 	systemFull, systemBare []byte // with and without platform
 	platform               []byte
-	cats                   map[string]*cached
+
+	// The changing categories, each cached with its own type; jsonOf
+	// finds their JSON by name.
+	auth   *cached[authState]
+	extras *cached[map[string]any]
+	fan    *cached[fan]
+	gpio   *cached[map[string]hw.PinState]
+	health *cached[Health]
+	meta   *cached[map[string]any]
+	node   *cached[node]
+	uptime *cached[Uptime]
+	usb    *cached[*hw.USB]
+	video  *cached[*hw.Video]
+	jsonOf map[string]func() []byte
 
 	cpuMu   sync.Mutex
 	prevCPU *hw.CPUTimes
@@ -85,28 +98,26 @@ func New(cfg Config) *Source {
 	s.platform = mustJSON(s.platformOf(facts.DeviceTree))
 	s.systemFull, s.systemBare = s.system()
 
-	ttl := cfg.TTL
-	s.cats = map[string]*cached{
-		"auth":   s.cache(ttl, s.auth),
-		"extras": s.cache(2*ttl, s.extras),
-		"fan":    s.cache(0, func() any { return fan{} }),
-		"gpio":   s.cache(ttl, s.gpio),
-		"health": s.cache(ttl, s.health),
-		"meta":   s.cache(2*ttl, s.meta),
-		"node":   s.cache(ttl, s.node),
-		"uptime": s.cache(ttl, s.uptime),
-		"usb":    s.cache(ttl, s.usb),
-		"video":  s.cache(ttl, s.video),
+	ttl, now := cfg.TTL, cfg.Now
+	s.auth = newCached(ttl, now, s.readAuth)
+	s.extras = newCached(2*ttl, now, s.readExtras)
+	s.fan = newCached(0, now, func() fan { return fan{} })
+	s.gpio = newCached(ttl, now, s.readGPIO)
+	s.health = newCached(ttl, now, s.readHealth)
+	s.meta = newCached(2*ttl, now, s.readMeta)
+	s.node = newCached(ttl, now, s.readNode)
+	s.uptime = newCached(ttl, now, s.readUptime)
+	s.usb = newCached(ttl, now, s.readUSB)
+	s.video = newCached(ttl, now, s.readVideo)
+	s.jsonOf = map[string]func() []byte{
+		"auth": s.auth.get, "extras": s.extras.get, "fan": s.fan.get, "gpio": s.gpio.get, "health": s.health.get,
+		"meta": s.meta.get, "node": s.node.get, "uptime": s.uptime.get, "usb": s.usb.get, "video": s.video.get,
 	}
 	return s
 }
 
 // Profile returns the detected board profile.
 func (s *Source) Profile() board.Profile { return s.profile }
-
-func (s *Source) cache(ttl time.Duration, build func() any) *cached {
-	return &cached{ttl: ttl, build: build, now: s.cfg.Now}
-}
 
 // Hardware is the changing state of the machine behind the categories
 // health, gpio, usb, video and uptime, as values rather than JSON (for the
@@ -128,20 +139,17 @@ type Hardware struct {
 // caches: reading them costs what a request for those categories costs,
 // and a value refreshed for one serves the other.
 func (s *Source) Hardware() Hardware {
-	h := Hardware{}
-	h.Health, _ = s.cats["health"].value().(Health)
-	h.GPIO, _ = s.cats["gpio"].value().(map[string]hw.PinState)
-	h.USB, _ = s.cats["usb"].value().(*hw.USB)
-	h.Video, _ = s.cats["video"].value().(*hw.Video)
-	h.Uptime, _ = s.cats["uptime"].value().(Uptime)
-	return h
+	return Hardware{
+		Health: s.health.value(), GPIO: s.gpio.value(), USB: s.usb.value(), Video: s.video.value(), Uptime: s.uptime.value(),
+	}
 }
 
-// JSON returns the reply to /api/info for categories (from ParseFields)
-// in the envelope, ready to send.
-func (s *Source) JSON(categories []string, legacy bool) []byte {
+// Result returns the result of /api/info for categories (from
+// ParseFields), as JSON: an object with a key per category. The HTTP
+// server puts it in its envelope.
+func (s *Source) Result(categories []string, legacy bool) []byte {
 	var b bytes.Buffer
-	b.WriteString(`{"ok":true,"result":{`)
+	b.WriteByte('{')
 	for i, c := range categories {
 		if i > 0 {
 			b.WriteByte(',')
@@ -158,25 +166,25 @@ func (s *Source) JSON(categories []string, legacy bool) []byte {
 			}
 		case "hw":
 			b.WriteString(`{"gpio":`)
-			b.Write(s.cats["gpio"].get())
+			b.Write(s.gpio.get())
 			b.WriteString(`,"health":`)
-			b.Write(s.cats["health"].get())
+			b.Write(s.health.get())
 			b.WriteString(`,"platform":`)
 			b.Write(s.platform)
 			b.WriteString(`,"usb":`)
-			b.Write(s.cats["usb"].get())
+			b.Write(s.usb.get())
 			b.WriteString(`,"video":`)
-			b.Write(s.cats["video"].get())
+			b.Write(s.video.get())
 			b.WriteByte('}')
 		default:
-			if cat := s.cats[c]; cat != nil {
-				b.Write(cat.get())
+			if get := s.jsonOf[c]; get != nil {
+				b.Write(get())
 			} else {
 				b.WriteString("null")
 			}
 		}
 	}
-	b.WriteString("}}")
+	b.WriteByte('}')
 	return b.Bytes()
 }
 

@@ -26,14 +26,11 @@ func unpack(t *testing.T, board string) string {
 
 func decode(t *testing.T, b []byte) map[string]any {
 	t.Helper()
-	var env struct {
-		OK     bool           `json:"ok"`
-		Result map[string]any `json:"result"`
+	var res map[string]any
+	if err := json.Unmarshal(b, &res); err != nil || res == nil {
+		t.Fatalf("not a result object: %v\n%s", err, b)
 	}
-	if err := json.Unmarshal(b, &env); err != nil || !env.OK {
-		t.Fatalf("not an ok envelope: %v\n%s", err, b)
-	}
-	return env.Result
+	return res
 }
 
 // get walks a decoded JSON value by keys.
@@ -66,7 +63,7 @@ func TestLayouts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := decode(t, s.JSON(cats, tt.legacy))
+		res := decode(t, s.Result(cats, tt.legacy))
 		if strings.Join(sortedKeys(res), ",") != strings.Join(tt.keys, ",") {
 			t.Errorf("fields=%q legacy=%v: keys %v, want %v", tt.fields, tt.legacy, sortedKeys(res), tt.keys)
 		}
@@ -76,7 +73,7 @@ func TestLayouts(t *testing.T) {
 			}
 		}
 	}
-	res := decode(t, s.JSON([]string{"health", "hw"}, true))
+	res := decode(t, s.Result([]string{"health", "hw"}, true))
 	h1, _ := json.Marshal(res["health"])
 	h2, _ := json.Marshal(get(res, "hw", "health"))
 	if string(h1) != string(h2) {
@@ -119,10 +116,8 @@ func TestChangingTree(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				var env struct {
-					OK bool `json:"ok"`
-				}
-				if b := s.JSON(cats, true); json.Unmarshal(b, &env) != nil || !env.OK {
+				var res map[string]any
+				if b := s.Result(cats, true); json.Unmarshal(b, &res) != nil || len(res) != len(cats) {
 					bad.Store(string(b))
 				}
 			}
@@ -142,7 +137,7 @@ func TestChangingTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	temp := func() any { return get(decode(t, s.JSON(cats, true)), "hw", "health", "temp", "cpu") }
+	temp := func() any { return get(decode(t, s.Result(cats, true)), "hw", "health", "temp", "cpu") }
 	within := func(what string, ok func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(2 * time.Second)
@@ -178,28 +173,28 @@ func TestChangingTree(t *testing.T) {
 	rel, _ := filepath.Rel(root, udc[0])
 	write(rel, "not attached\n")
 	within("cable unplugged", func() bool {
-		u := get(decode(t, s.JSON(cats, true)), "hw", "usb")
+		u := get(decode(t, s.Result(cats, true)), "hw", "usb")
 		return get(u, "connected") == false && get(u, "state") == "not attached"
 	})
 
 	fake.Set(node, v4l2test.Device{Err: hw.ErrNoSignal})
 	within("HDMI signal lost", func() bool {
-		return get(decode(t, s.JSON(cats, true)), "hw", "video", "signal") == false
+		return get(decode(t, s.Result(cats, true)), "hw", "video", "signal") == false
 	})
 
 	write("proc/uptime", "100000.5 1.0\n")
 	within("uptime", func() bool {
-		return get(decode(t, s.JSON(cats, true)), "uptime", "total") == 100000.0
+		return get(decode(t, s.Result(cats, true)), "uptime", "total") == 100000.0
 	})
 
 	write("proc/meminfo", "\x00\xff nonsense")
 	within("broken meminfo is null", func() bool {
-		return get(decode(t, s.JSON(cats, true)), "hw", "health", "mem", "total") == nil
+		return get(decode(t, s.Result(cats, true)), "hw", "health", "mem", "total") == nil
 	})
 
 	write("proc/sys/kernel/hostname", "kvm-rack-7\n")
 	within("host name", func() bool {
-		return get(decode(t, s.JSON(cats, true)), "node", "host") == "kvm-rack-7"
+		return get(decode(t, s.Result(cats, true)), "node", "host") == "kvm-rack-7"
 	})
 }
 
@@ -226,7 +221,7 @@ func TestMetaAndExtras(t *testing.T) {
 	os.Symlink("8b4f", fs.Path("run/systemd/units/invocation:kvmd-vnc.service"))
 
 	s := New(Config{FS: fs, MetaPath: meta, ExtrasDir: extras, V4L2: &v4l2test.Fake{}})
-	res := decode(t, s.JSON([]string{"extras", "meta"}, true))
+	res := decode(t, s.Result([]string{"extras", "meta"}, true))
 	if h := get(res, "meta", "server", "host"); h != "raspberrypi" {
 		t.Errorf("meta server.host = %v, want the tree's host name for @auto", h)
 	}
@@ -248,7 +243,7 @@ func TestMetaAndExtras(t *testing.T) {
 
 	// No meta file: null; not a mapping: {}.
 	s = New(Config{FS: fs, MetaPath: filepath.Join(dir, "nope.yaml"), V4L2: &v4l2test.Fake{}})
-	if res := decode(t, s.JSON([]string{"meta"}, true)); res["meta"] != nil {
+	if res := decode(t, s.Result([]string{"meta"}, true)); res["meta"] != nil {
 		t.Errorf("missing meta: %v, want null", res["meta"])
 	}
 }
@@ -262,7 +257,7 @@ func TestConcurrentFirstRequest(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = string(s.JSON(cats, true))
+			out[i] = string(s.Result(cats, true))
 		}()
 	}
 	wg.Wait()

@@ -62,10 +62,10 @@ func jsonable(v any) any {
 	return v
 }
 
-// meta is the operator's description of the device, with server.host
+// readMeta is the operator's description of the device, with server.host
 // filled with the host name where it says "@auto", as kvmd does. A file
 // that is missing or broken is null.
-func (s *Source) meta() any {
+func (s *Source) readMeta() map[string]any {
 	if s.cfg.MetaPath == "" {
 		return nil
 	}
@@ -91,14 +91,14 @@ func (s *Source) meta() any {
 
 var extraNameRe = regexp.MustCompile(`[^a-zA-Z0-9_]+`)
 
-// extras lists the installed add-ons: each directory of ExtrasDir with a
+// readExtras lists the installed add-ons: each directory of ExtrasDir with a
 // manifest.yaml, keyed by its name with other characters than letters,
 // digits and _ made _. An add-on naming a systemd unit in "daemon" gets
 // "enabled" and "started", read from systemd's own files under the root:
 // enabled when a *.wants directory of /etc/systemd/system links the unit,
 // started while /run/systemd/units/invocation:UNIT exists (systemd keeps
 // it for every running unit). No D-Bus, no process spawned.
-func (s *Source) extras() any {
+func (s *Source) readExtras() map[string]any {
 	out := map[string]any{}
 	if s.cfg.ExtrasDir == "" {
 		return out

@@ -19,7 +19,7 @@ func TestStreamerShape(t *testing.T) {
 			if !legacy && cats[0] == "hw" {
 				continue
 			}
-			res := decode(t, s.JSON(cats, legacy))
+			res := decode(t, s.Result(cats, legacy))
 			got, _ := json.Marshal(get(res, "system", "streamer"))
 			if want := `{"app":"","features":{},"version":""}`; string(got) != want {
 				t.Errorf("legacy=%v %v: system.streamer = %s, want %s", legacy, cats, got, want)

@@ -29,7 +29,7 @@ func hwTree(t *testing.T, name string) hw.FS {
 // throttlingJSON is hw.health.throttling as a client sees it.
 func throttlingJSON(t *testing.T, s *Source) string {
 	t.Helper()
-	b, err := json.Marshal(get(decode(t, s.JSON([]string{"hw"}, true)), "hw", "health", "throttling"))
+	b, err := json.Marshal(get(decode(t, s.Result([]string{"hw"}, true)), "hw", "health", "throttling"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestThrottlingJSON(t *testing.T) {
 		t.Errorf("6.12 with the mailbox:\n got %s\nwant %s", got, want)
 	}
 	// kvmd's keys first, ours after them.
-	h := string(s.JSON([]string{"health"}, false))
+	h := string(s.Result([]string{"health"}, false))
 	if !strings.Contains(h, `"throttling":{"raw_flags":327680,"parsed_flags":{"freq_capped":{"now":false,"past":false},`+
 		`"throttled":{"now":false,"past":true},"undervoltage":{"now":false,"past":true}},"ignore_past":false,"source":"mailbox"}`) {
 		t.Errorf("throttling JSON layout: %s", h)
@@ -116,7 +116,7 @@ func TestThrottlingMailboxCached(t *testing.T) {
 	s := New(Config{FS: hwTree(t, "pi4-6.12-no-get_throttled"), Mailbox: mb, V4L2: &v4l2test.Fake{},
 		Now: func() time.Time { return now }})
 	for range 50 {
-		s.JSON([]string{"hw"}, true)
+		s.Result([]string{"hw"}, true)
 	}
 	if n := len(mb.Requests()); n != 1 {
 		t.Errorf("%d mailbox requests for 50 requests within the TTL, want 1", n)
@@ -134,7 +134,7 @@ func TestUSBFaultsJSON(t *testing.T) {
 		{"pi4-no-gadget", "no_gadget", "fe980000.usb"},
 	} {
 		s := New(Config{FS: hwTree(t, tt.tree), V4L2: &v4l2test.Fake{}})
-		u := get(decode(t, s.JSON([]string{"usb"}, false)), "usb")
+		u := get(decode(t, s.Result([]string{"usb"}, false)), "usb")
 		m, ok := u.(map[string]any)
 		if !ok {
 			t.Fatalf("%s: usb = %v, want an object", tt.tree, u)

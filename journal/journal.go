@@ -135,60 +135,20 @@ func (r *Reader) Open(ctx context.Context, seek time.Duration, follow bool) (*St
 // Followers returns the number of streams open with follow now.
 func (r *Reader) Followers() int { return len(r.sem) }
 
-// query is one journalctl command line.
-type query struct {
-	since  time.Time // zero: the whole boot
-	follow bool
-	boot   bool // restrict to the current (or, in a directory, the last) boot
-	units  bool // pass the unit patterns to journalctl
-}
-
-func (r *Reader) args(q query) []string {
-	a := []string{
-		"--output=export",
-		"--output-fields=_SYSTEMD_UNIT,MESSAGE", // the timestamps always come
-		"--quiet",
-		"--no-pager",
-	}
-	if r.cfg.Dir != "" {
-		a = append(a, "--directory="+r.cfg.Dir)
-	}
-	if q.units {
-		for _, u := range r.cfg.Units {
-			a = append(a, "--unit="+u)
-		}
-	}
-	if !q.since.IsZero() {
-		a = append(a, fmt.Sprintf("--since=@%d.%06d", q.since.Unix(), q.since.Nanosecond()/1000))
-	}
-	if q.follow {
-		a = append(a, "--follow", "--lines=all") // -f alone starts at the last 10
-		if !q.boot {
-			a = append(a, "--merge") // else --follow implies --boot
-		}
-	}
-	if q.boot {
-		// Last: journalctl takes the word after a bare --boot as its
-		// argument when that word parses as a boot ID or offset.
-		a = append(a, "--boot")
-	}
-	return a
-}
-
 func (r *Reader) open(ctx context.Context, seek time.Duration, follow bool) (*Stream, error) {
 	bin, err := r.preflight()
 	if err != nil {
 		return nil, err
 	}
-	q := query{follow: follow, boot: true, units: true}
+	q := Query{Follow: follow, Boot: BootCurrent, Units: true}
 	if seek > 0 {
-		q.since = time.Now().Add(-seek)
-		if q.since.Unix() <= 0 {
-			q.since = time.Time{} // further back than the epoch: everything
+		q.Since = time.Now().Add(-seek)
+		if q.Since.Unix() <= 0 {
+			q.Since = time.Time{} // further back than the epoch: everything
 		}
 	}
 	for {
-		s, err := r.start(ctx, r.argv(bin, r.args(q)), follow)
+		s, err := r.start(ctx, r.argv(bin, r.Args(q)), follow)
 		if err != nil {
 			return nil, unavailable(err, "starting journalctl: %v", err)
 		}
@@ -204,16 +164,16 @@ func (r *Reader) open(ctx context.Context, seek time.Duration, follow bool) (*St
 		}
 		// Two failures of journalctl mean "nothing yet", not "broken":
 		switch {
-		case q.boot && r.cfg.Dir != "" && strings.Contains(xe.stderr, "No such boot ID"):
+		case q.Boot != "" && r.cfg.Dir != "" && errors.Is(xe, ErrNoSuchBoot):
 			// --boot in a directory means its last boot, and a directory
 			// without entries has none. Every entry to come is new.
-			// (--follow implies --boot: args adds --merge to undo that.)
-			q.boot = false
-		case q.units && strings.Contains(xe.stderr, "Failed to add filter for units"):
+			// (--follow implies --boot: Args adds --merge to undo that.)
+			q.Boot = ""
+		case q.Units && errors.Is(xe, ErrNoUnitEntries):
 			// No unit in the journal matches the patterns (only globs
 			// were given). Read every entry and filter here instead,
 			// which also catches units that appear later.
-			q.units = false
+			q.Units = false
 		default:
 			return nil, unavailable(xe, "%v", xe)
 		}
@@ -325,7 +285,7 @@ func (r *Reader) Argv() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.argv(bin, r.args(query{boot: true, units: true})), nil
+	return r.argv(bin, r.Args(Query{Boot: BootCurrent, Units: true})), nil
 }
 
 // outputBuffer is journalctl's stdout buffer under stdbuf, and pipeSize
@@ -382,7 +342,7 @@ func (r *Reader) start(ctx context.Context, argv []string, follow bool) (*Stream
 	// the kernel refuses, and the pipe keeps its 64 KiB.
 	unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	// English messages: Open recognises two of them (see open).
+	// English messages: Classify recognises some of them.
 	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8", "SYSTEMD_PAGER=")
 	cmd.Stdout = pw
 	stderr := &headBuffer{max: 4096}
@@ -413,6 +373,12 @@ func (r *Reader) start(ctx context.Context, argv []string, follow bool) (*Stream
 type exitError struct {
 	err    error // from exec.Cmd.Wait
 	stderr string
+}
+
+// Is reports whether journalctl's complaint is target's kind (Classify).
+func (e *exitError) Is(target error) bool {
+	k := Classify(e.stderr)
+	return k != nil && k == target
 }
 
 func (e *exitError) Error() string {

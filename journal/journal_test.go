@@ -203,7 +203,7 @@ func TestUnits(t *testing.T) {
 
 	// The PID 1 entries come from journalctl: the filter here is what
 	// drops them.
-	out, err := exec.Command("journalctl", r.args(query{boot: true, units: true})...).Output()
+	out, err := exec.Command("journalctl", r.Args(Query{Boot: BootCurrent, Units: true})...).Output()
 	if err != nil || !bytes.Contains(out, []byte("Started kvmd.service")) || !bytes.Contains(out, []byte("Stopping kvmd-otg")) {
 		t.Fatalf("journalctl --unit does not bring PID 1's messages (%v):\n%s", err, out)
 	}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,54 +79,68 @@ func TestParseAuth(t *testing.T) {
 	}
 }
 
-// TestAuthConfigExamples checks the README's configuration examples: each
-// parses, and its backend is built (none connects at construction).
+// authDoc is the manual's page on external authentication, whose YAML
+// examples TestAuthConfigExamples checks.
+const authDoc = "../../docs/external-auth.md"
+
+// yamlBlocks returns the fenced yaml code blocks of a Markdown text.
+func yamlBlocks(text string) []string {
+	var blocks []string
+	var cur []string
+	in := false
+	for line := range strings.Lines(text) {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case !in && trimmed == "```yaml":
+			in, cur = true, nil
+		case in && trimmed == "```":
+			in = false
+			blocks = append(blocks, strings.Join(cur, ""))
+		case in:
+			cur = append(cur, line)
+		}
+	}
+	return blocks
+}
+
+// secretFileKey finds the keys of secret files in an example, whose paths
+// are made to point at a file of the test's.
+var secretFileKey = regexp.MustCompile(`(?m)^((?:radius|http-auth)-secret-file):.*$`)
+
+// TestAuthConfigExamples checks the configuration examples of
+// docs/external-auth.md: each parses as a config file, and its backend is
+// built (none connects at construction).
 func TestAuthConfigExamples(t *testing.T) {
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret")
 	os.WriteFile(secret, []byte("s3cret\n"), 0o600)
-	for name, yml := range map[string]string{
-		"ldap": `
-auth-backend: ldap
-auth-local-users: [admin]
-ldap-url: ldaps://ldap.example.org
-ldap-user-template: uid={user},ou=people,dc=example,dc=org
-ldap-group: cn=kvm-users,ou=groups,dc=example,dc=org
-`,
-		"ldap-ad": `
-auth-backend: ldap
-ldap-url: ldap://dc1.corp.example.com
-ldap-starttls: true
-ldap-user-template: "{user}@corp.example.com"
-ldap-base-dn: dc=corp,dc=example,dc=com
-ldap-group: CN=KVM Users,OU=Groups,DC=corp,DC=example,DC=com
-`,
-		"radius": `
-auth-backend: radius
-radius-server: radius.example.org:1812
-radius-secret-file: SECRET
-radius-nas-id: pikvm-rack1
-auth-timeout: 3s
-`,
-		"http": `
-auth-backend: http
-http-auth-url: https://auth.example.org/kvm/check
-http-auth-secret-file: SECRET
-auth-cache-ttl: 30s
-auth-local-users: [admin, ops]
-`,
-	} {
-		path := filepath.Join(dir, name+".yaml")
-		os.WriteFile(path, []byte("users: /etc/kvmd/htpasswd\n"+strings.ReplaceAll(yml, "SECRET", secret)), 0o600)
+	doc, err := os.ReadFile(authDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]int{}
+	for i, yml := range yamlBlocks(string(doc)) {
+		if !strings.Contains(yml, "auth-backend:") {
+			continue
+		}
+		yml = secretFileKey.ReplaceAllString(yml, "$1: "+secret)
+		path := filepath.Join(dir, fmt.Sprintf("example%d.yaml", i))
+		os.WriteFile(path, []byte("users: /etc/kvmd/htpasswd\n"+yml), 0o600)
 		cfg, err := parseServe([]string{"--config", path}, io.Discard)
 		if err != nil {
-			t.Errorf("%s: %v", name, err)
+			t.Errorf("example %d: %v\n%s", i, err, yml)
 			continue
 		}
 		b, err := newBackend(cfg)
-		if err != nil || b == nil || !strings.HasPrefix(name, b.Name()) {
-			t.Errorf("%s: backend %v, %v", name, b, err)
+		if err != nil || b == nil || b.Name() != cfg.AuthBackend {
+			t.Errorf("example %d: backend %v, %v, want %s", i, b, err, cfg.AuthBackend)
+			continue
 		}
+		backends[b.Name()]++
+	}
+	// LDAP (OpenLDAP and Active Directory), RADIUS, HTTP.
+	if want := map[string]int{"ldap": 2, "radius": 1, "http": 1}; !reflect.DeepEqual(backends, want) {
+		t.Errorf("%s: examples by backend %v, want %v", authDoc, backends, want)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // defaults, and returns the fake capture device and firmware mailbox, the
 // logger that also writes to the demo journal, and what undoes it.
 func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mailbox, *slog.Logger, func(), error) {
-	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TLS: cfg.TLSCert != ""}
+	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TOTPSecret: cfg.TOTPSecret, TLS: cfg.TLSCert != ""}
 	if cfg.Root != "/" {
 		o.Root = cfg.Root
 	}
@@ -33,7 +33,8 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mai
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.MSDDir = d.Users, d.Root, d.Meta, d.JournalDir, d.MSDDir
+	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
+	cfg.MSDDir = d.MSDDir
 	return d.V4L2, d.Mailbox, d.Log(log), d.Close, nil
 }
 

@@ -61,11 +61,16 @@ func atxPins(specs []hw.PinSpec, pinsOverride *atx.Pins) *atx.Pins {
 }
 
 // startDevices builds the device endpoints' sources and starts their
-// watchers, which stop with ctx. media is the virtual media drive, nil
-// when it is turned off.
-func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, media *msd.Manager, log *slog.Logger) (*httpd.Devices, error) {
+// watchers, which stop with ctx or stop, whichever comes first. stop
+// returns once the ATX buttons are released: the caller calls it before
+// the process exits, so that a SIGTERM in the middle of a press does not
+// leave the button held. media is the virtual media drive, nil when it
+// is turned off.
+func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, media *msd.Manager, log *slog.Logger) (d *httpd.Devices, stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
 	hub := &events.Hub{}
-	d := &httpd.Devices{Events: hub, Version: version}
+	d = &httpd.Devices{Events: hub, Version: version}
+	atxDone := make(chan struct{})
 	ctl, err := atx.New(atx.Config{
 		Pins:     atxPins(src.Profile().Pins, pins),
 		OnChange: func(st atx.State) { hub.Publish("atx", st) },
@@ -73,9 +78,12 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, media *
 	})
 	if err != nil {
 		log.Warn("ATX unavailable", "err", err)
+		close(atxDone)
 	} else if ctl.Enabled() {
 		d.ATX = ctl
-		go ctl.Run(ctx)
+		go func() { defer close(atxDone); ctl.Run(ctx) }() // Run releases the buttons when ctx ends
+	} else {
+		close(atxDone)
 	}
 	ds := &devices.Source{Hardware: src.Hardware, Pins: src.Profile().Pins}
 	if media != nil {
@@ -87,5 +95,5 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, media *
 		return slices.ContainsFunc(ds.Channels(), func(p hw.PinSpec) bool { return p.Name == name })
 	}
 	go ds.Watch(ctx, devicePoll, hub.Publish)
-	return d, nil
+	return d, func() { cancel(); <-atxDone }, nil
 }

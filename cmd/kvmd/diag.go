@@ -25,8 +25,9 @@ import (
 
 // newBundle is a support bundle of the device cfg describes: the same
 // root, journal and files as serve, the secrets of its users, 2FA, TLS
-// and backend files removed.
-func newBundle(cfg Config, src diag.InfoSource, v4l2 hw.V4L2, identities bool, progress func(diag.Result)) (*diag.Bundle, error) {
+// and backend files removed. counts is the daemon's authenticator, nil
+// outside the daemon.
+func newBundle(cfg Config, src diag.InfoSource, v4l2 hw.V4L2, counts diag.AuthCounts, identities bool, progress func(diag.Result)) (*diag.Bundle, error) {
 	fs := hw.New(cfg.Root)
 	host, _ := fs.Hostname()
 	r, err := diag.NewRedactor(diag.Secrets{
@@ -42,15 +43,16 @@ func newBundle(cfg Config, src diag.InfoSource, v4l2 hw.V4L2, identities bool, p
 		settings = fmt.Appendf(nil, "# cannot encode the configuration: %v\n", err)
 	}
 	return diag.New(diag.Config{
-		FS: fs, Info: src, V4L2: v4l2, Version: version, Settings: settings, Redactor: r, Progress: progress,
+		FS: fs, Info: src, V4L2: v4l2, Version: version, Settings: settings, Redactor: r, Progress: progress, Auth: counts,
 		Journal: diag.Journal{Dir: cfg.JournalDir, Units: cfg.LogUnits},
 	}), nil
 }
 
-// diagSource serves GET /api/diagnostics from the daemon's own readers.
-func diagSource(cfg Config, src *info.Source, v4l2 hw.V4L2) httpd.DiagSource {
+// diagSource serves GET /api/diagnostics from the daemon's own readers,
+// with its authenticator's count of failed logins.
+func diagSource(cfg Config, src *info.Source, v4l2 hw.V4L2, counts diag.AuthCounts) httpd.DiagSource {
 	return func(identities bool) (httpd.DiagBundle, error) {
-		b, err := newBundle(cfg, src, v4l2, identities, nil)
+		b, err := newBundle(cfg, src, v4l2, counts, identities, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +130,7 @@ func diagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stderr, "kvmd diag: %-28s %7s  %s\n", r.Name, r.Took.Round(time.Millisecond), status)
 		}
 	}
-	b, err := newBundle(cfg, src, v4l2, identities, progress)
+	b, err := newBundle(cfg, src, v4l2, nil, identities, progress)
 	if err != nil {
 		return err
 	}

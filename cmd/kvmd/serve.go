@@ -18,12 +18,12 @@ import (
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/jonboulle/clockwork"
 
 	"kvmd/auth"
 	"kvmd/httpd"
 	"kvmd/hw"
 	"kvmd/info"
-	"kvmd/internal/usersfile"
 	"kvmd/journal"
 	"kvmd/metrics"
 	"kvmd/web"
@@ -57,7 +57,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 
 	authLog := log.With("component", "auth")
-	users, err := auth.OpenUsers(cfg.Users, authLog)
+	clock := clockwork.NewRealClock()
+	store, err := auth.OpenStore(cfg.Users, auth.StoreConfig{Log: authLog, Clock: clock, Watch: true})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	users, err := auth.NewUsers(store)
 	if err != nil {
 		return err
 	}
@@ -71,7 +77,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	a := auth.New(users, tfa, sessions, auth.NewLimiter(), authLog)
-	a.Tokens = auth.OpenTokens(auth.TokensPath(cfg.Users), authLog)
+	a.Tokens = auth.NewTokens(store, authLog)
+	a.Tokens.Local = a.Local
 	tokensCtx, stopTokens := context.WithCancel(context.Background())
 	tokensDone := make(chan struct{})
 	go func() { defer close(tokensDone); a.Tokens.Run(tokensCtx) }()
@@ -94,12 +101,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--metrics-names: %w", err)
 	}
 	hcfg := httpd.Config{
-		Auth:   a,
-		Tokens: a.Tokens,
-		Users: &usersfile.Store{Path: cfg.Users, Changed: func() {
-			users.Refresh(true)
-			a.Tokens.Refresh(true)
-		}},
+		Auth:      a,
+		Tokens:    a.Tokens,
+		Users:     store,
 		Info:      src,
 		LogSource: jr,
 		Log:       log.With("component", "http"),
@@ -113,15 +117,17 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		TrustedProxies:  proxies,
 		MaxConns:        cfg.MaxConnections,
 		MaxConnsPerAddr: cfg.MaxConnectionsPerAddress,
-		Diagnostics:     diagSource(cfg, src, v4l2),
+		Diagnostics:     diagSource(cfg, src, v4l2, a),
 	}
 	media, err := newMSD(cfg, log)
 	if err != nil {
 		return err
 	}
-	if hcfg.Devices, err = startDevices(ctx, src, nil, media, log); err != nil {
+	var stopDevices func()
+	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, media, log); err != nil {
 		return err
 	}
+	defer stopDevices()
 	if cfg.TOTPSecret != "" {
 		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: authLog, TOTP: tfa}
 		hcfg.TwoFactorOn = a.TwoFactor

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 )
 
 const tokenUsage = "usage: kvmd token add NAME --user USER --users FILE [--role ROLE] [--expires DURATION]\n" +
@@ -37,15 +37,15 @@ func tokenCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("token %s: %w", action, err)
 		}
 	}
+	store, err := openStore(*path, stderr)
+	if err != nil {
+		return err
+	}
 	if action == "list" {
 		if len(names) != 0 {
 			return fmt.Errorf("token list: unexpected argument %q\n%s", names[0], tokenUsage)
 		}
-		list, err := usersfile.Tokens(*path, *user)
-		if err != nil {
-			return err
-		}
-		for _, t := range list {
+		for _, t := range store.Snapshot().Tokens(*user) {
 			fmt.Fprintf(stdout, "%s\t%s\t%s\tcreated %s\texpires %s\tlast used %s\n", t.User, t.Name, t.Role,
 				stamp(t.Created), stamp(t.Expires), stamp(t.LastUsed))
 		}
@@ -61,7 +61,7 @@ func tokenCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("token %s: %w", action, err)
 	}
 	if action == "del" {
-		if err := usersfile.DelToken(*path, *user, names[0]); err != nil {
+		if err := store.Edit(nil, func(e *auth.Edit) error { return e.DeleteToken(*user, names[0]) }); err != nil {
 			return fmt.Errorf("token del: %w", err)
 		}
 		return nil
@@ -80,7 +80,19 @@ func tokenCmd(args []string, stdout, stderr io.Writer) error {
 	if *expires > 0 {
 		until = now.Add(*expires)
 	}
-	secret, err := usersfile.AddToken(*path, *user, names[0], role, until, now)
+	if err := store.Snapshot().Err(); err != nil {
+		return fmt.Errorf("token add: %w", err)
+	}
+	var secret string
+	err = store.Edit(nil, func(e *auth.Edit) error {
+		e.Now = now
+		var err error
+		secret, err = e.AddToken(auth.TokenRequest{User: *user, Name: names[0], Role: role, Expires: until})
+		return err
+	})
+	if errors.Is(err, auth.ErrNoUser) {
+		return fmt.Errorf("token add: no user %q in %s", *user, *path)
+	}
 	if err != nil {
 		return fmt.Errorf("token add: %w", err)
 	}

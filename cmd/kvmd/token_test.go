@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 )
 
 func tokenRun(args ...string) (stdout, stderr string, err error) {
@@ -25,8 +24,8 @@ func TestUserRoles(t *testing.T) {
 	if _, _, err := userRun("pw1\n", "add", "alice", "--users", path); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := usersfile.Role(path, "alice"); err != nil || r != auth.RoleAdmin {
-		t.Fatalf("role without a roles file: %v %v, want admin", r, err)
+	if r := roleOf(t, path, "alice"); r != auth.RoleAdmin {
+		t.Fatalf("role without a roles file: %v, want admin", r)
 	}
 	if _, _, err := userRun("pw2\n", "add", "bob", "--role", "viewer", "--users", path); err != nil {
 		t.Fatal(err)
@@ -58,9 +57,19 @@ func TestUserRoles(t *testing.T) {
 	if string(roles) != "alice:operator\n" {
 		t.Errorf("roles file after del = %q", roles)
 	}
-	if list, _ := usersfile.Tokens(path, ""); len(list) != 0 {
-		t.Errorf("tokens of a deleted user kept: %+v", list)
+	if out, _, _ := tokenRun("list", "--users", path); out != "" {
+		t.Errorf("tokens of a deleted user kept: %q", out)
 	}
+}
+
+// roleOf reads user's role as the daemon would.
+func roleOf(t *testing.T, path, user string) auth.Role {
+	t.Helper()
+	s, err := auth.OpenStore(path, auth.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Snapshot().Role(user)
 }
 
 // TestTokenCmd: add prints the token once and stores its hash only; the
@@ -104,5 +113,56 @@ func TestTokenCmd(t *testing.T) {
 	}
 	if out, _, _ := tokenRun("list", "--users", path); out != "" {
 		t.Errorf("list after del = %q", out)
+	}
+}
+
+// TestUserSetRevokeTokens: set --revoke-tokens changes the password and
+// revokes every API token of the user, and only of that user; without it
+// the tokens stay. It always asks for the password, --role or not, and
+// goes with set only.
+func TestUserSetRevokeTokens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "htpasswd")
+	for _, u := range []string{"alice", "bob"} {
+		if _, _, err := userRun("pw\n", "add", u, "--users", path); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"ha", "ci"} {
+			if _, _, err := tokenRun("add", n, "--user", u, "--users", path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func(user string) int {
+		t.Helper()
+		store, err := auth.OpenStore(path, auth.StoreConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		return len(store.Snapshot().Tokens(user))
+	}
+	if _, _, err := userRun("pw2\n", "set", "alice", "--users", path); err != nil || count("alice") != 2 {
+		t.Fatalf("set without --revoke-tokens: %v, %d tokens left", err, count("alice"))
+	}
+	if _, _, err := userRun("", "add", "carol", "--revoke-tokens", "--users", path); err == nil || !strings.Contains(err.Error(), "--revoke-tokens") {
+		t.Errorf("add --revoke-tokens: %v", err)
+	}
+	// No password on stdin: with --revoke-tokens, --role does not skip it.
+	if _, _, err := userRun("", "set", "alice", "--role", "viewer", "--revoke-tokens", "--users", path); err == nil || count("alice") != 2 {
+		t.Errorf("set --role --revoke-tokens without a password: %v, %d tokens left", err, count("alice"))
+	}
+	_, stderr, err := userRun("pw3\n", "set", "alice", "--revoke-tokens", "--users", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPasswd(t, path, "alice", "pw3")
+	if count("alice") != 0 || count("bob") != 2 {
+		t.Errorf("after set alice --revoke-tokens: alice %d, bob %d tokens", count("alice"), count("bob"))
+	}
+	if !strings.Contains(stderr, "2 API tokens of alice revoked") {
+		t.Errorf("stderr = %q", stderr)
+	}
+	if _, stderr, err := userRun("pw4\n", "set", "alice", "--revoke-tokens", "--users", path); err != nil || !strings.Contains(stderr, "0 API tokens") {
+		t.Errorf("again, with no tokens: %v %q", err, stderr)
 	}
 }

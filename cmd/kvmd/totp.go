@@ -18,7 +18,6 @@ import (
 
 	"kvmd/auth"
 	"kvmd/internal/atomicfile"
-	"kvmd/internal/usersfile"
 )
 
 const totpUsage = "usage: kvmd totp init [-f] --secret FILE\n" +
@@ -76,7 +75,7 @@ func totpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		return showTOTP(stdout, secret)
 	default: // del
-		return atomicfile.Update(*path, usersfile.Perm, func([]byte) ([]byte, error) {
+		return atomicfile.Update(*path, auth.UsersPerm, func([]byte) ([]byte, error) {
 			return []byte{}, nil
 		})
 	}
@@ -91,7 +90,7 @@ func initTOTP(path string, force bool) (string, error) {
 		return "", fmt.Errorf("generating 2FA secret: %w", err)
 	}
 	secret := key.Secret()
-	err = atomicfile.Update(path, usersfile.Perm, func(old []byte) ([]byte, error) {
+	err = atomicfile.Update(path, auth.UsersPerm, func(old []byte) ([]byte, error) {
 		if len(bytes.TrimSpace(old)) != 0 && !force {
 			return nil, fmt.Errorf("totp init: %s already holds a 2FA secret; use -f to replace it "+
 				"(authenticator apps set up with the old one will stop working)", path)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -14,18 +13,19 @@ import (
 	"golang.org/x/term"
 
 	"kvmd/auth"
-	"kvmd/internal/usersfile"
 )
 
 const userUsage = "usage: kvmd user list --users FILE\n" +
 	"       kvmd user add|set NAME --users FILE [--role admin|operator|viewer]\n" +
+	"       kvmd user set NAME --revoke-tokens --users FILE [--role admin|operator|viewer]\n" +
 	"       kvmd user del NAME --users FILE"
 
 // userCmd runs "kvmd user list|add|set|del NAME --users FILE". add refuses
 // an existing user, set creates or updates one (as PiKVM's kvmd-htpasswd
-// set does), del removes one. Every edit rewrites the file atomically under
-// a lock and leaves every other line, comments and malformed lines included,
-// as it was.
+// set does), del removes one with its role and API tokens. Every edit goes
+// through the daemon's own credential store (auth.Store): one change of
+// the files under their lock, no crash point halfway, every other line,
+// comments and malformed lines included, left as it was.
 func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	action, fset, err := subcommand("user", args, []string{"list", "add", "set", "del"}, userUsage, stderr)
 	if err != nil {
@@ -33,6 +33,7 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	path := fset.String("users", "", "the users `FILE` (htpasswd format)")
 	roleName := fset.String("role", "", "the user's `ROLE`: admin, operator or viewer (add, set; kept in FILE.roles)")
+	revoke := fset.Bool("revoke-tokens", false, "also revoke every API token of the user (set: with a new password, always asked)")
 	names, err := parseInterleaved(fset, args[1:])
 	if err != nil {
 		return err
@@ -65,35 +66,42 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if *revoke && action != "set" {
+		return fmt.Errorf("user %s: --revoke-tokens is for set\n%s", action, userUsage)
+	}
+	store, err := openStore(*path, stderr)
+	if err != nil {
+		return err
+	}
 	if action == "del" {
-		err := usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
-			if !f.Delete(name) {
-				return fmt.Errorf("user del: no user %q in %s", name, *path)
+		if err := store.Snapshot().Err(); err != nil {
+			return fmt.Errorf("user del: %w", err)
+		}
+		err := store.Edit(nil, func(e *auth.Edit) error { return e.DeleteUser(name) })
+		if errors.Is(err, auth.ErrNoUser) {
+			return fmt.Errorf("user del: no user %q in %s", name, *path)
+		}
+		return err
+	}
+
+	exists := store.Snapshot().Has(name)
+	if action == "set" && role != auth.RoleNone && exists && !*revoke {
+		// set --role of an existing user changes the role only.
+		err := store.Edit(nil, func(e *auth.Edit) error {
+			if _, ok := e.Users.Lookup(name); !ok {
+				return auth.ErrNoUser
 			}
+			e.Roles.Set(name, role)
 			return nil
 		})
-		if err != nil {
+		if !errors.Is(err, auth.ErrNoUser) {
 			return err
 		}
-		return usersfile.Forget(*path, name)
+		// Removed meanwhile: made anew below, with a password.
 	}
-
-	if action == "set" && role != auth.RoleNone {
-		// set --role of an existing user changes the role only.
-		if exists, err := hasUser(*path, name); err != nil {
-			return err
-		} else if exists {
-			return usersfile.SetRole(*path, name, role, stderr)
-		}
-	}
-
-	if action == "add" {
+	if action == "add" && exists {
 		// Refuse before asking for a password; checked again under the lock.
-		if exists, err := hasUser(*path, name); err != nil {
-			return err
-		} else if exists {
-			return errUserExists(name, *path)
-		}
+		return errUserExists(name, *path)
 	}
 	passwd, err := readPassword(stdin, stderr)
 	if err != nil {
@@ -109,17 +117,43 @@ func userCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("user %s: %w", action, err)
 	}
-	err = usersfile.Update(*path, stderr, func(f *auth.Htpasswd) error {
-		if _, ok := f.Lookup(name); ok && action == "add" {
-			return errUserExists(name, *path)
+	// One change of the files: the entry, the role line and, with
+	// --revoke-tokens, the tokens' removal together (no crash leaves the
+	// old tokens under a new password); a new user with nothing a former
+	// user of the name left.
+	revoked := 0
+	err = store.Edit(nil, func(e *auth.Edit) error {
+		if _, ok := e.Users.Lookup(name); ok {
+			if action == "add" {
+				return auth.ErrUserExists
+			}
+			e.Users.Set(name, hash)
+			if role != auth.RoleNone {
+				e.Roles.Set(name, role)
+			}
+			if *revoke {
+				revoked = len(e.Tokens.List(name))
+				e.RevokeTokens(name)
+			}
+			return nil
 		}
-		f.Set(name, hash)
-		return nil
+		return e.AddUser(name, hash, role)
 	})
-	if err != nil || role == auth.RoleNone {
-		return err
+	if errors.Is(err, auth.ErrUserExists) {
+		return errUserExists(name, *path)
 	}
-	return usersfile.SetRole(*path, name, role, stderr)
+	if err == nil && *revoke {
+		fmt.Fprintf(stderr, "kvmd: %d API tokens of %s revoked\n", revoked, name)
+	}
+	return err
+}
+
+// openStore opens the credential files at path for a command: read once,
+// not watched, their malformed lines printed to stderr.
+func openStore(path string, stderr io.Writer) (*auth.Store, error) {
+	return auth.OpenStore(path, auth.StoreConfig{Warn: func(p string, err error) {
+		fmt.Fprintf(stderr, "kvmd: warning: %s: %v\n", p, err)
+	}})
 }
 
 func errUserExists(name, path string) error {
@@ -171,25 +205,16 @@ func parseInterleaved(fset *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func hasUser(path, name string) (bool, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("reading users file: %w", err)
-	}
-	f, _ := auth.ParseHtpasswd(data)
-	_, ok := f.Lookup(name)
-	return ok, nil
-}
-
 func listUsers(path string, stdout, stderr io.Writer) error {
-	f, err := usersfile.Read(path, stderr)
+	store, err := openStore(path, stderr)
 	if err != nil {
 		return err
 	}
-	for _, u := range f.Users() {
+	snap := store.Snapshot()
+	if err := snap.Err(); err != nil {
+		return err
+	}
+	for _, u := range snap.Users() {
 		fmt.Fprintln(stdout, u)
 	}
 	return nil

@@ -32,7 +32,81 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	return write(target, data, perm)
+	return write(target, data, perm, "")
+}
+
+// WriteLike is Write for a file kept beside another, like: a new file
+// gets like's mode, less any permission for others, and like's owner and
+// group where the process may give them (perm when like does not exist),
+// all before it is renamed into place, so that whoever may read like may
+// read it from the moment it exists. An existing file is treated as by
+// Write.
+func WriteLike(path string, data []byte, perm fs.FileMode, like string) error {
+	target, err := resolve(path)
+	if err != nil {
+		return err
+	}
+	return write(target, data, perm, like)
+}
+
+// Remove removes the file at path, if there is one, and flushes its
+// directory, so that the removal survives a power cut.
+func Remove(path string) error {
+	target, err := resolve(path)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	dir := filepath.Dir(target)
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("syncing directory of %s: %w", target, err)
+	}
+	return nil
+}
+
+// Lock is the lock Update takes, held across several writes: one writer
+// at a time for every file in a directory, among the processes that take
+// it (the lock is advisory). Lock it with LockDir; Unlock releases it, as
+// does the process's death.
+type Lock struct{ d *os.File }
+
+// LockDir takes the exclusive lock of the directory that holds path (the
+// directory of the file a symbolic link at path points to), waiting for
+// it, and removes the temporary files an earlier writer of path killed
+// before its rename left there (see Update). Files written under it must
+// be written with Write or WriteLike, never Update, which would wait for
+// the lock held.
+func LockDir(path string) (*Lock, error) {
+	target, err := resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(target)
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening directory to lock: %w", err)
+	}
+	if err := flock(d, unix.LOCK_EX); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	return &Lock{d: d}, nil
+}
+
+// RemoveStale removes what writers of path killed before their rename
+// left in its directory (see Update). The lock must be held.
+func (l *Lock) RemoveStale(path string) {
+	if target, err := resolve(path); err == nil {
+		removeStale(filepath.Dir(target), filepath.Base(target))
+	}
+}
+
+// Unlock releases the lock.
+func (l *Lock) Unlock() {
+	flock(l.d, unix.LOCK_UN)
+	l.d.Close()
 }
 
 // Update runs a read-modify-write of the file at path under an exclusive
@@ -78,7 +152,7 @@ func Update(path string, perm fs.FileMode, fn func(old []byte) ([]byte, error)) 
 	if err != nil {
 		return err
 	}
-	return write(target, data, perm)
+	return write(target, data, perm, "")
 }
 
 // tempPattern is the name of write's temporary files for the file base,
@@ -136,7 +210,7 @@ func resolve(path string) (string, error) {
 	return target, nil
 }
 
-func write(path string, data []byte, perm fs.FileMode) (err error) {
+func write(path string, data []byte, perm fs.FileMode, like string) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -160,14 +234,19 @@ func write(path string, data []byte, perm fs.FileMode) (err error) {
 	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("syncing %s: %w", tmp.Name(), err)
 	}
+	owner := path
 	if fi, err := os.Stat(path); err == nil {
 		perm = fi.Mode().Perm() &^ 0o007
+	} else if like != "" {
+		if fi, err := os.Stat(like); err == nil {
+			perm, owner = fi.Mode().Perm()&^0o007, like
+		}
 	}
 	// Chmod, not the mode given to open, so that the umask does not apply.
 	if err := tmp.Chmod(perm); err != nil {
 		return fmt.Errorf("setting mode of %s: %w", tmp.Name(), err)
 	}
-	if err := keepOwner(tmp, path); err != nil {
+	if err := keepOwner(tmp, owner); err != nil {
 		return err
 	}
 	if err := tmp.Close(); err != nil {

@@ -1,7 +1,9 @@
 // Package demo sets up kvmd serve --demo: a throwaway users file with a
 // generated password, the bundled Raspberry Pi 4 tree as the filesystem
-// root, a meta file, a demo journal, a directory for the virtual media's
-// images, and fakes for the things no fixture tree can hold: a GPIO chip (pins registered with periph, as its drivers
+// root, a meta file, a demo journal, an empty 2FA secret file (2FA off,
+// to be turned on from the web UI), a directory for the virtual media's
+// images, and fakes for the things no fixture tree can hold: a GPIO chip
+// (pins registered with periph, as its drivers
 // register real ones), a V4L2 capture device (answering DV timings for a
 // 1080p60 source) and the firmware's mailbox (no throttling, now or since
 // boot).
@@ -42,6 +44,7 @@ type Options struct {
 	Root       string // filesystem root the hardware is read under
 	Meta       string // meta file
 	JournalDir string // journal files for /api/log
+	TOTPSecret string // 2FA secret file
 	MSDDir     string // the virtual media's image storage
 	// Listen is the first address served and TLS whether it speaks TLS,
 	// for the hint printed with the generated password.
@@ -51,9 +54,16 @@ type Options struct {
 
 // Demo is a running demo: the settings to serve with, and the fakes.
 type Demo struct {
-	Users, Root, Meta, JournalDir, MSDDir string
-	V4L2                                  hw.V4L2
-	Mailbox                               hw.Mailbox
+	Users, Root, Meta, JournalDir string
+	// TOTPSecret is the 2FA secret file: the operator's, or an empty one
+	// (2FA off) in the demo's directory, so that a newcomer can turn 2FA
+	// on and off from the web UI.
+	TOTPSecret string
+	// MSDDir is the virtual media's image storage: the operator's, or
+	// one in the demo's directory with a blank flash image to try.
+	MSDDir  string
+	V4L2    hw.V4L2
+	Mailbox hw.Mailbox
 	// Journal is the demo journal, nil when it could not be started (then
 	// /api/log answers 503 saying why).
 	Journal *demojournal.Journal
@@ -65,7 +75,7 @@ type Demo struct {
 // Start sets up the demo, printing the generated credentials to stdout.
 // Close undoes it.
 func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
-	d = &Demo{Users: o.Users, Root: o.Root, Meta: o.Meta, JournalDir: o.JournalDir, MSDDir: o.MSDDir}
+	d = &Demo{Users: o.Users, Root: o.Root, Meta: o.Meta, JournalDir: o.JournalDir, TOTPSecret: o.TOTPSecret, MSDDir: o.MSDDir}
 	d.dir, err = os.MkdirTemp("", "kvmd-demo-")
 	if err != nil {
 		return nil, err
@@ -82,7 +92,13 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 			return nil, err
 		}
 		d.Users = filepath.Join(d.dir, "htpasswd")
-		if err := os.WriteFile(d.Users, []byte("admin:"+hash+"\n"), 0o600); err != nil {
+		// Through the credential store, like every write of the users
+		// file.
+		store, err := auth.OpenStore(d.Users, auth.StoreConfig{})
+		if err != nil {
+			return nil, err
+		}
+		if err := store.Edit(nil, func(e *auth.Edit) error { return e.AddUser("admin", hash, auth.RoleNone) }); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(stdout, "kvmd demo mode: user admin, password %s\n", passwd)
@@ -94,6 +110,12 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 			fmt.Fprintf(stdout, "  open %s://%s/ in a browser, or\n", scheme, addr)
 			fmt.Fprintf(stdout, "  try: curl %s-u admin:%s %s://%s/api/auth/check\n", k, passwd, scheme, addr)
 			fmt.Fprintf(stdout, "       curl %s-u admin:%s '%s://%s/api/info?fields=hw'\n", k, passwd, scheme, addr)
+		}
+	}
+	if d.TOTPSecret == "" {
+		d.TOTPSecret = filepath.Join(d.dir, "totp.secret")
+		if err := os.WriteFile(d.TOTPSecret, nil, 0o600); err != nil {
+			return nil, err
 		}
 	}
 	if d.Root == "" {
@@ -150,8 +172,12 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 		}
 		pin := &gpiotest.Pin{N: p.GPIO, Fn: fn, L: levels[p.Name]}
 		var reg gpio.PinIO = pin
-		if p.Name == "atx_power_switch" && powerLED != nil {
-			reg = &powerButton{Pin: pin, led: powerLED}
+		if button, ok := strings.CutSuffix(p.Name, "_switch"); ok {
+			sw := &demoButton{Pin: pin, name: strings.TrimPrefix(button, "atx_"), log: log}
+			if p.Name == "atx_power_switch" {
+				sw.led = powerLED
+			}
+			reg = sw
 		}
 		if p.Name == "atx_power_led" {
 			powerLED = pin
@@ -200,23 +226,34 @@ func (d *Demo) Close() {
 	os.RemoveAll(d.dir)
 }
 
-// powerButton is the demo host's power button: a press (high, then low)
-// turns its power LED on or off, as a short press of a real PC's button
-// starts it or asks it to shut down.
-type powerButton struct {
+// demoButton is a button of the demo host, behind an ATX switch pin. It
+// says in the log when it is pressed and released, so that a newcomer sees
+// what a click did (and a test sees that the daemon let go of it). The
+// power button, led set, turns the power LED on or off on each press (high,
+// then low), as a short press of a real PC's button starts it or asks it
+// to shut down.
+type demoButton struct {
 	*gpiotest.Pin
-	led *gpiotest.Pin
+	name string
+	led  *gpiotest.Pin
+	log  *slog.Logger
 }
 
-func (b *powerButton) Out(l gpio.Level) error {
+func (b *demoButton) Out(l gpio.Level) error {
 	was := b.Read()
 	if err := b.Pin.Out(l); err != nil {
 		return err
 	}
-	if was == gpio.High && l == gpio.Low {
-		b.led.Lock()
-		b.led.L = !b.led.L
-		b.led.Unlock()
+	switch {
+	case was == gpio.Low && l == gpio.High:
+		b.log.Info("demo host: " + b.name + " button pressed")
+	case was == gpio.High && l == gpio.Low:
+		b.log.Info("demo host: " + b.name + " button released")
+		if b.led != nil {
+			b.led.Lock()
+			b.led.L = !b.led.L
+			b.led.Unlock()
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package webtest
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -134,8 +135,29 @@ func usersOf(t *testing.T, base, user, passwd string) string {
 	return string(b)
 }
 
+// mkToken makes an API token of user through the API, with its password.
+func mkToken(t *testing.T, base, user, passwd, name string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/api/auth/tokens", strings.NewReader(`{"name":"`+name+`"}`))
+	req.SetBasicAuth(user, passwd)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Result struct{ Token string } `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("making a token: %d %v", resp.StatusCode, err)
+	}
+	return v.Result.Token
+}
+
 // TestWebUIUsers drives the Users page: add a user, change its role,
-// reset its password, remove it; a viewer is told it cannot.
+// reset its password (once revoking its API tokens too), remove it; a
+// viewer is told it cannot.
 func TestWebUIUsers(t *testing.T) {
 	users := clienttest.Users(t, kvmdBin, "admin", "web pass")
 	d := clienttest.Start(t, kvmdBin, nil, "--demo", "--users", users)
@@ -177,13 +199,27 @@ func TestWebUIUsers(t *testing.T) {
 	if a, b := basicStatus("eve", "eve pass 1"), basicStatus("eve", "eve pass 2"); a != 403 || b != 200 {
 		t.Errorf("after the reset: old password %d, new %d; want 403, 200", a, b)
 	}
+	// A reset with "revoke them too": eve's API token ends with it.
+	tok := mkToken(t, base, "eve", "eve pass 2", "ha")
+	if got := checkStatus(t, base, "Authorization", "Bearer "+tok); got != 200 {
+		t.Fatalf("eve's token: %d", got)
+	}
+	act(t, ctx, "resetting eve's password and tokens", fill("#user-name", "eve"), fill("#user-passwd", "eve pass 3"),
+		chromedp.Click("#user-revoke", chromedp.ByQuery), chromedp.Click("#user-reset", chromedp.ByQuery))
+	waitText(t, ctx, "#users-status", "Password of eve reset; its sessions ended, 1 API token revoked.")
+	if got := checkStatus(t, base, "Authorization", "Bearer "+tok); got != 403 {
+		t.Errorf("eve's token after a reset with revoke: %d, want 403", got)
+	}
+	if got := basicStatus("eve", "eve pass 3"); got != 200 {
+		t.Errorf("eve's third password: %d", got)
+	}
 	act(t, ctx, "adding vic", fill("#user-name", "vic"), fill("#user-passwd", "vic pass"),
 		chromedp.SetValue("#user-role", "viewer", chromedp.ByQuery), chromedp.Click("#user-add", chromedp.ByQuery))
 	waitText(t, ctx, "#users tbody", "vic")
 	act(t, ctx, "removing eve", chromedp.Evaluate(`window.confirm = () => true`, nil),
 		chromedp.Click(`#users tr[data-name="eve"] button`, chromedp.ByQuery))
 	waitText(t, ctx, "#users-status", "eve removed.")
-	if got := basicStatus("eve", "eve pass 2"); got != 403 {
+	if got := basicStatus("eve", "eve pass 3"); got != 403 {
 		t.Errorf("removed eve: %d", got)
 	}
 	act(t, ctx, "phone-sized users", chromedp.EmulateViewport(390, 844), chromedp.Reload(), ready)

@@ -24,8 +24,8 @@ import (
 	"kvmd/journal/journaltest"
 )
 
-// screenshotDir is where the browser tests save their screenshots, linked
-// from the README.
+// screenshotDir is where the browser tests save their screenshots, shown
+// in the manual (docs/web-ui.md).
 const screenshotDir = repoRoot + "/docs/screenshots"
 
 // startBrowser starts a headless Chromium (Debian's, /usr/bin/chromium) for t

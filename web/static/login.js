@@ -79,6 +79,7 @@ async function login(event) {
   }
   submit.disabled = false;
   if (res && res.ok) {
+    await res.arrayBuffer(); // read, so that the request ends (see alreadyIn)
     location.replace(safeNext(params.get('next')));
     return;
   }
@@ -111,6 +112,10 @@ async function alreadyIn() {
   if (params.get('expired') === '1') return false;
   try {
     const res = await fetch('/api/auth/check', { credentials: 'same-origin' });
+    // Only the status matters, but the body is read all the same: one
+    // left unread keeps the request open in the browser, and a tool that
+    // waits for the network to go idle would wait for ever.
+    await res.arrayBuffer();
     if (res.ok) {
       location.replace(safeNext(params.get('next')));
       return true;

@@ -38,7 +38,9 @@ function drawQR(rows) {
 async function load() {
   const res = await api('/api/auth/totp');
   if (!res.ok) {
-    status(res.status === 403 ? 'Only an admin can change 2FA.' : '2FA cannot be changed here: ' + (await errorMessage(res)));
+    if (res.status === 403) status('Only an admin can change 2FA.');
+    else if (res.status === 409) status(await errorMessage(res)); // says what to configure
+    else status('2FA cannot be changed here: ' + (await errorMessage(res)));
     markReady();
     return;
   }

@@ -13,6 +13,7 @@ async function send(method, path, body) {
   }
   const res = await api(path, init);
   if (!res.ok) throw new Error(await errorMessage(res));
+  return (await res.json()).result;
 }
 
 async function load() {
@@ -73,8 +74,11 @@ $('user-form').addEventListener('submit', async (ev) => {
 $('user-reset').addEventListener('click', async () => {
   const name = $('user-name').value.trim();
   try {
-    await send('PATCH', '/api/auth/users', { name, passwd: $('user-passwd').value });
-    status(`Password of ${name} reset; its sessions ended.`);
+    const revoke = $('user-revoke').checked;
+    const r = await send('PATCH', '/api/auth/users', { name, passwd: $('user-passwd').value, revoke_tokens: revoke });
+    const n = r.tokens_revoked;
+    status(`Password of ${name} reset; its sessions ended` +
+      (revoke ? `, ${n} API token${n === 1 ? '' : 's'} revoked.` : '; its API tokens still work.'));
     $('user-form').reset();
   } catch (e) {
     status('Could not reset: ' + e.message);

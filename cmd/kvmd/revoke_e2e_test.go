@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"kvmd/internal/testutil"
+	"kvmd/journal/journaltest"
+)
+
+// revokeBudget is how soon after its revocation or deadline an identity's
+// open requests must end, with no other request to the daemon (README):
+// the median of the rounds must be under it.
+const revokeBudget = 200 * time.Millisecond
+
+// streams are an open GET /api/ws and GET /api/log?follow=1 of one
+// identity, and when each ended, as the client saw it.
+type streams struct {
+	ws, log chan time.Time
+	opened  time.Time // when the last of the two requests was sent
+}
+
+// openStreams opens both streams with hdr's credentials and reads the
+// first message of each, so that both are up.
+func openStreams(t *testing.T, addr string, hdr http.Header) *streams {
+	t.Helper()
+	s := &streams{ws: make(chan time.Time, 1), log: make(chan time.Time, 1)}
+	req, _ := http.NewRequest("GET", "http://"+addr+"/api/log?follow=1&seek=3600", nil)
+	req.Header = hdr.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("log follow: %d %s", resp.StatusCode, b)
+	}
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatalf("log follow: %v", err)
+	}
+	go func() {
+		io.Copy(io.Discard, br)
+		s.log <- time.Now()
+		resp.Body.Close()
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.opened = time.Now()
+	c, wresp, err := websocket.Dial(ctx, "ws://"+addr+"/api/ws", &websocket.DialOptions{HTTPHeader: hdr.Clone()})
+	if err != nil {
+		st := 0
+		if wresp != nil {
+			st = wresp.StatusCode
+		}
+		t.Fatalf("ws: %v (%d)", err, st)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	if _, _, err := c.Read(ctx); err != nil {
+		t.Fatalf("ws: first event: %v", err)
+	}
+	go func() {
+		for {
+			if _, _, err := c.Read(context.Background()); err != nil {
+				s.ws <- time.Now()
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// stillOpen fails the test if either stream has ended already.
+func (s *streams) stillOpen(t *testing.T) {
+	t.Helper()
+	select {
+	case at := <-s.ws:
+		t.Fatalf("the WebSocket ended early, %s ago", time.Since(at))
+	case at := <-s.log:
+		t.Fatalf("the log follow ended early, %s ago", time.Since(at))
+	default:
+	}
+}
+
+// ended waits for both streams to end, at most a second after from, and
+// returns how long after from each did. A stream still open is a failure.
+func (s *streams) ended(t *testing.T, from time.Time) (ws, log time.Duration) {
+	t.Helper()
+	wait := func(name string, ch chan time.Time) time.Duration {
+		select {
+		case at := <-ch:
+			return at.Sub(from)
+		case <-time.After(time.Until(from.Add(time.Second))):
+			t.Fatalf("the %s was still open a second later", name)
+			return 0
+		}
+	}
+	return wait("WebSocket", s.ws), wait("log follow", s.log)
+}
+
+// revokeDaemon is a daemon with users admin and bob (a viewer) and a
+// journal to follow; idle is its --session-idle.
+type revokeDaemon struct {
+	addr, users string
+}
+
+func startRevokeDaemon(t *testing.T, idle time.Duration) *revokeDaemon {
+	t.Helper()
+	journaltest.Require(t)
+	users := usersFile(t, "admin", "admin-pw")
+	if _, stderr, err := runKvmd(t, "bob-pw\n", "user", "add", "bob", "--role", "viewer", "--users", users); err != nil {
+		t.Fatalf("user add bob: %v %s", err, stderr)
+	}
+	dir := t.TempDir()
+	w := journaltest.Start(t, dir, "system")
+	w.Append(journaltest.Entry{Time: time.Now().Add(-time.Second), Unit: "kvmd.service", Message: "a line to follow from"})
+	w.Sync()
+	addr := testutil.FreeAddr(t)
+	d := startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr, "--journal-dir", dir,
+		"--access-log=false", "--session-idle", idle.String())
+	d.stderr.wait(t, `kvmd listening`)
+	return &revokeDaemon{addr: addr, users: users}
+}
+
+func (d *revokeDaemon) login(t *testing.T, user, passwd string) http.Header {
+	t.Helper()
+	resp, err := http.PostForm("http://"+d.addr+"/api/auth/login", map[string][]string{"user": {user}, "passwd": {passwd}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == "auth_token" && resp.StatusCode == 200 {
+			return http.Header{"Cookie": {"auth_token=" + c.Value}}
+		}
+	}
+	t.Fatalf("login %s: %d", user, resp.StatusCode)
+	return nil
+}
+
+// token makes an API token of bob with kvmd token add and returns its
+// header and its expiry as kvmd token list shows it (zero: none).
+func (d *revokeDaemon) token(t *testing.T, name string, expires time.Duration) (http.Header, time.Time) {
+	t.Helper()
+	args := []string{"token", "add", name, "--user", "bob", "--users", d.users}
+	if expires > 0 {
+		args = append(args, "--expires", expires.String())
+	}
+	out, stderr, err := runKvmd(t, "", args...)
+	if err != nil {
+		t.Fatalf("token add: %v %s", err, stderr)
+	}
+	hdr := http.Header{"Authorization": {"Bearer " + strings.TrimSpace(out)}}
+	d.accepted(t, hdr)
+	if expires == 0 {
+		return hdr, time.Time{}
+	}
+	list, _, err := runKvmd(t, "", "token", "list", "--user", "bob", "--users", d.users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(list) {
+		f := strings.Split(strings.TrimSpace(line), "\t")
+		if len(f) > 4 && f[1] == name {
+			at, err := time.Parse(time.RFC3339, strings.TrimPrefix(f[4], "expires "))
+			if err != nil {
+				t.Fatalf("token list: %q: %v", line, err)
+			}
+			return hdr, at
+		}
+	}
+	t.Fatalf("token %s not in the list:\n%s", name, list)
+	return nil, time.Time{}
+}
+
+// accepted waits until the daemon lets hdr in: it has taken a change
+// made from the command line.
+func (d *revokeDaemon) accepted(t *testing.T, hdr http.Header) {
+	t.Helper()
+	h := map[string]string{}
+	for k := range hdr {
+		h[k] = hdr.Get(k)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for get(t, &http.Client{}, "http://"+d.addr+"/api/auth/check", h) != 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v not accepted within 2 s", slices.Collect(maps.Keys(hdr)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// latencies collects how long streams took to end, per way of ending.
+type latencies map[string][]time.Duration
+
+func (l latencies) report(t *testing.T) {
+	t.Helper()
+	var keys []string
+	for k := range l {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		ds := slices.Clone(l[k])
+		slices.Sort(ds)
+		med := ds[len(ds)/2]
+		if len(ds)%2 == 0 {
+			med = (ds[len(ds)/2-1] + ds[len(ds)/2]) / 2
+		}
+		t.Logf("%-40s median %8s  max %8s  (n=%d)", k, med.Round(10*time.Microsecond), ds[len(ds)-1].Round(10*time.Microsecond), len(ds))
+		// The median is held to the budget; one slow round on a busy
+		// machine (the scheduler's, not the daemon's) is reported, and a
+		// stream still open after a second fails in ended.
+		if med > revokeBudget {
+			t.Errorf("%s: the median ended %s after, more than %s", k, med, revokeBudget)
+		}
+	}
+}
+
+// revokeRounds is how many times each way is measured: 3, or
+// KVMD_REVOKE_ROUNDS for the figures of BENCHMARKS.md.
+func revokeRounds(t *testing.T) int {
+	if v := os.Getenv("KVMD_REVOKE_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("KVMD_REVOKE_ROUNDS=%q", v)
+		}
+		return n
+	}
+	return 3
+}
+
+// TestRevocationEndsStreams: an identity's open WebSocket and log follow
+// end within revokeBudget of its revocation from the command line (kvmd
+// token del, kvmd user del), of its API token's expiry and of its
+// session's idle timeout, with no other request to the daemon: the
+// daemon watches the files and keeps a timer per deadline instead of
+// noticing at the next request. It prints the figures (median and max);
+// KVMD_REVOKE_ROUNDS=20 go test -run TestRevocationEndsStreams -v
+// ./cmd/kvmd/ measures more rounds.
+func TestRevocationEndsStreams(t *testing.T) {
+	rounds := revokeRounds(t)
+	lat := latencies{}
+	add := func(way string, ws, log time.Duration) {
+		lat[way+", WebSocket"] = append(lat[way+", WebSocket"], ws)
+		lat[way+", log follow"] = append(lat[way+", log follow"], log)
+	}
+	// An idle timeout long enough for the other ways' rounds.
+	d := startRevokeDaemon(t, time.Hour)
+	t.Run("token del", func(t *testing.T) {
+		for i := range rounds {
+			hdr, _ := d.token(t, fmt.Sprintf("del%d", i), 0)
+			s := openStreams(t, d.addr, hdr)
+			time.Sleep(50 * time.Millisecond)
+			s.stillOpen(t)
+			// From the command's start: its own start and work count.
+			start := time.Now()
+			if _, stderr, err := runKvmd(t, "", "token", "del", fmt.Sprintf("del%d", i), "--user", "bob", "--users", d.users); err != nil {
+				t.Fatalf("token del: %v %s", err, stderr)
+			}
+			ws, log := s.ended(t, start)
+			add("kvmd token del (from its start)", ws, log)
+		}
+	})
+	t.Run("token expiry", func(t *testing.T) {
+		for i := range rounds {
+			hdr, at := d.token(t, fmt.Sprintf("exp%d", i), 2*time.Second)
+			s := openStreams(t, d.addr, hdr)
+			if time.Until(at) < 100*time.Millisecond {
+				t.Fatalf("the token expires %s after the streams opened; the round is too slow", time.Until(at))
+			}
+			time.Sleep(time.Until(at) - 50*time.Millisecond)
+			s.stillOpen(t)
+			ws, log := s.ended(t, at)
+			if ws < 0 || log < 0 {
+				t.Errorf("streams of a token ended before its expiry: %s, %s", ws, log)
+			}
+			add("token expiry", ws, log)
+		}
+	})
+	t.Run("user del", func(t *testing.T) {
+		for i := range rounds {
+			if i > 0 {
+				if _, stderr, err := runKvmd(t, "bob-pw\n", "user", "add", "bob", "--role", "viewer", "--users", d.users); err != nil {
+					t.Fatalf("user add bob: %v %s", err, stderr)
+				}
+				d.accepted(t, http.Header{"Authorization": {basicAuth("bob", "bob-pw")["Authorization"]}})
+			}
+			s := openStreams(t, d.addr, d.login(t, "bob", "bob-pw"))
+			time.Sleep(50 * time.Millisecond)
+			s.stillOpen(t)
+			start := time.Now()
+			if _, stderr, err := runKvmd(t, "", "user", "del", "bob", "--users", d.users); err != nil {
+				t.Fatalf("user del: %v %s", err, stderr)
+			}
+			ws, log := s.ended(t, start)
+			add("kvmd user del (from its start)", ws, log)
+		}
+	})
+	t.Run("session idle", func(t *testing.T) {
+		const idle = time.Second
+		d := startRevokeDaemon(t, idle)
+		for range rounds {
+			hdr := d.login(t, "bob", "bob-pw")
+			s := openStreams(t, d.addr, hdr)
+			// The session was last used by the WebSocket's handshake, sent
+			// at s.opened: its idle deadline is no sooner than this.
+			deadline := s.opened.Add(idle)
+			time.Sleep(time.Until(deadline) - 100*time.Millisecond)
+			s.stillOpen(t)
+			ws, log := s.ended(t, deadline)
+			add("session idle timeout (upper bound)", ws, log)
+		}
+	})
+	lat.report(t)
+}
