@@ -39,6 +39,10 @@ type figures struct {
 	hidLatencyMedian, hidLatencyP99 int
 	hidRate, hidSlowRate            float64
 	hidTest                         time.Duration
+	// msdUploadMiBps is an image's upload through the daemon (HTTPS, the
+	// forwarded port); msdHostReadMBps the host side reading the LUN with
+	// dd (direct I/O), in dd's MB/s.
+	msdUploadMiBps, msdHostReadMBps float64
 }
 
 // durationMedian returns the median of ds and their maximum; zero for none.
@@ -127,6 +131,10 @@ func (f *figures) markdown(now time.Time) string {
 		w("| keyboard: the same, 99th percentile | %.2f ms |", float64(f.hidLatencyP99)/1000)
 		w("| `POST /api/hid/print`, default (no delay between key events; kvmd's default too), 500 lower-case characters, first press to last release at the guest | %.0f characters/s |", f.hidRate)
 		w("| `POST /api/hid/print?slow=1` (20 ms before each key event, kvmd's slow rate: at most 25 characters/s), 100 characters | %.1f characters/s |", f.hidSlowRate)
+	}
+	if f.msdHostReadMBps > 0 {
+		w("| virtual media: a 1 MiB ISO uploaded through the daemon (HTTPS through qemu's forwarded port) | %.1f MiB/s |", f.msdUploadMiBps)
+		w("| virtual media: the host side reading the 8 MiB flash image from the LUN (`dd iflag=direct bs=1M`, dummy_hcd) | %.1f MB/s |", f.msdHostReadMBps)
 	}
 	w("| install boot: `apt install ./kvmd_*.deb` in the never-booted system, power off | %.0f s |", f.install.Seconds())
 	if f.imageBuilt {

@@ -6,7 +6,10 @@ import (
 	"io"
 	"log/slog"
 
+	"kvmd/hw"
 	"kvmd/internal/demo"
+	"kvmd/msd"
+	"kvmd/msd/msdtest"
 )
 
 // setupDemo starts --demo (package demo) on the settings left at their
@@ -21,6 +24,9 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, erro
 	if cfg.Meta != defaultMeta {
 		o.Meta = cfg.Meta
 	}
+	if cfg.MSDDir != defaultMSDDir {
+		o.MSDDir = cfg.MSDDir
+	}
 	if len(cfg.Listen) > 0 {
 		o.Listen = cfg.Listen[0]
 	}
@@ -29,5 +35,15 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, erro
 		return demoParts{}, err
 	}
 	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
+	cfg.MSDDir = d.MSDDir
 	return demoParts{v4l2: d.V4L2, mailbox: d.Mailbox, hidOpen: d.HIDOpen, log: d.Log(log), streamer: d.Streamer, stop: d.Close}, nil
+}
+
+// msdDrive is the virtual media's LUN: in demo mode a stand-in that keeps
+// the kernel's rules (msdtest), as there is no gadget; else the gadget's.
+func msdDrive(cfg Config) msd.Drive {
+	if cfg.Demo {
+		return &msdtest.Drive{}
+	}
+	return msd.LUN{FS: hw.New(cfg.Root)}
 }

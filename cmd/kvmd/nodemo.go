@@ -6,6 +6,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+
+	"kvmd/hw"
+	"kvmd/msd"
 )
 
 // errNoDemo is what --demo answers in the release build, which has no
@@ -16,3 +19,6 @@ var errNoDemo = errors.New("--demo: this build has no demo mode; build with make
 func setupDemo(*Config, io.Writer, *slog.Logger) (demoParts, error) {
 	return demoParts{}, errNoDemo
 }
+
+// msdDrive is the gadget's LUN, read and written under cfg.Root.
+func msdDrive(cfg Config) msd.Drive { return msd.LUN{FS: hw.New(cfg.Root)} }
