@@ -107,12 +107,15 @@ func TestWebUIConsole(t *testing.T) {
 	}
 	waitText(t, ctx, "#con-status", "1920×1080")
 	// Where the picture is: the image box less object-fit's bars.
-	var rect [4]float64
-	act(t, ctx, "the picture's rectangle", chromedp.Evaluate(`(() => {
+	pictureRect := func() (rect [4]float64) {
+		act(t, ctx, "the picture's rectangle", chromedp.Evaluate(`(() => {
 		const img = document.getElementById('stream'); const r = img.getBoundingClientRect();
 		const s = Math.min(r.width / img.naturalWidth, r.height / img.naturalHeight);
 		const w = img.naturalWidth * s, h = img.naturalHeight * s;
 		return [r.left + (r.width - w) / 2, r.top + (r.height - h) / 2, w, h]; })()`, &rect))
+		return rect
+	}
+	rect := pictureRect()
 	if rect[2] < 400 || rect[3] < 200 || math.Abs(rect[2]/rect[3]-16.0/9) > 0.02 {
 		t.Errorf("the picture is drawn at %v: not scaled to fit at 16:9", rect)
 	}
@@ -130,6 +133,18 @@ func TestWebUIConsole(t *testing.T) {
 	_, start := frames.since(0)
 	act(t, ctx, "capture", chromedp.MouseClickXY(cx, cy))
 	act(t, ctx, "captured", chromedp.WaitVisible(`#screen[data-captured="1"]`, chromedp.ByQuery))
+	waitText(t, ctx, "#con-status", "captured")
+	// The picture stays where the user aimed: a longer status line
+	// ("keyboard and mouse captured", more viewers) does not wrap the bar
+	// above it. The status is made longer than any line here, and the
+	// rectangle read before the page renders it again.
+	if moved := pictureRect(); moved != rect {
+		t.Errorf("capturing moved the picture from %v to %v", rect, moved)
+	}
+	act(t, ctx, "a long status", chromedp.Evaluate(`document.getElementById('con-status').textContent += ' ·'+' a longer status'.repeat(20)`, nil))
+	if moved := pictureRect(); moved != rect {
+		t.Errorf("a longer status moved the picture from %v to %v", rect, moved)
+	}
 	if got, _ := frames.since(start); len(got) != 0 && strings.Contains(strings.Join(got, ""), "mouse_button") {
 		t.Errorf("the capturing click was sent: %q", got)
 	}

@@ -99,7 +99,9 @@ function render() {
   } else {
     parts.push('Connection lost, reconnecting…');
   }
-  $('con-status').textContent = parts.join(' · ');
+  const status = $('con-status');
+  status.textContent = parts.join(' · ');
+  status.title = status.textContent; // the whole of it where the bar cuts it
   renderStreamControls();
 }
 

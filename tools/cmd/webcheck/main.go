@@ -38,18 +38,19 @@ import (
 )
 
 type result struct {
-	OK       bool       `json:"ok"`
-	Error    string     `json:"error,omitempty"`
-	Location string     `json:"location,omitempty"`
-	Natural  [2]float64 `json:"natural,omitempty"` // the picture's own size
-	Rect     [4]float64 `json:"rect,omitempty"`    // where it is drawn
-	Bars     [][3]int   `json:"bars,omitempty"`
-	Overlay  string     `json:"overlay,omitempty"`
-	Status   string     `json:"status,omitempty"`
-	Typed    string     `json:"typed,omitempty"`
-	Clicked  [2]float64 `json:"clicked,omitempty"` // where the left button was clicked, in the page
-	Sent     []string   `json:"sent,omitempty"`    // the page's WebSocket input messages (-click, -type)
-	Took     string     `json:"took"`
+	OK       bool        `json:"ok"`
+	Error    string      `json:"error,omitempty"`
+	Location string      `json:"location,omitempty"`
+	Natural  [2]float64  `json:"natural,omitempty"` // the picture's own size
+	Rect     [4]float64  `json:"rect,omitempty"`    // where it is drawn
+	Bars     [][3]int    `json:"bars,omitempty"`
+	Overlay  string      `json:"overlay,omitempty"`
+	Status   string      `json:"status,omitempty"`
+	Typed    string      `json:"typed,omitempty"`
+	Clicked  [2]float64  `json:"clicked,omitempty"` // where the left button was clicked, in the page
+	Moved    *[4]float64 `json:"moved,omitempty"`   // the picture's rectangle after the capturing click, when it moved
+	Sent     []string    `json:"sent,omitempty"`    // the page's WebSocket input messages (-click, -type)
+	Took     string      `json:"took"`
 }
 
 func main() {
@@ -258,7 +259,16 @@ func console(ctx context.Context, res *result, url, user, passwd, out string, ba
 		}
 	}
 	if click != nil {
-		res.Clicked = [2]float64{res.Rect[0] + click[0]*res.Rect[2], res.Rect[1] + click[1]*res.Rect[3]}
+		// Where the picture is now, as a user aims at what they see: the
+		// capture may have changed the page.
+		var r [4]float64
+		if err := chromedp.Run(bctx, chromedp.Evaluate(pictureRect+`('stream')`, &r)); err != nil {
+			return err
+		}
+		if r != res.Rect {
+			res.Moved = &r
+		}
+		res.Clicked = [2]float64{r[0] + click[0]*r[2], r[1] + click[1]*r[3]}
 		if err := chromedp.Run(bctx, chromedp.MouseClickXY(res.Clicked[0], res.Clicked[1])); err != nil {
 			return fmt.Errorf("clicking: %w", err)
 		}
