@@ -47,6 +47,9 @@ type streamerFigures struct {
 	direct, daemon []float64 // frames a second, paired rounds
 	ratios         []float64 // daemon/direct of each round
 	cpuPerFrame    []float64 // the daemon's CPU, ms a frame streamed
+	cpuRelay       []float64 // the daemon's CPU while a client reads through it, ms a second
+	cpuBeside      []float64 // the same while a client reads ustreamer directly
+	idlePct        float64   // the daemon's CPU idle, no streamer, % of a core
 	firstFrame     float64   // ms from a stream request, streamer stopped, to the first frame
 	restart        time.Duration
 	stopAfter      time.Duration
@@ -233,6 +236,7 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 	idle0 := s.cpuTicks(t, kvmdPID)
 	time.Sleep(4 * time.Second)
 	idle := s.cpuTicks(t, kvmdPID) - idle0
+	f.idlePct = float64(idle) / 4
 	t.Logf("the daemon idle, no streamer: %d ticks in 4 s", idle)
 
 	// A stream request with the streamer stopped: it starts, and the
@@ -318,6 +322,8 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 			// Ticks are 1/100 s; the direct round's scaled to the relay's length.
 			relay := float64(p.CPUTicks) - float64(d.CPUTicks)*p.Seconds/d.Seconds
 			f.cpuPerFrame = append(f.cpuPerFrame, relay*10/float64(p.Frames))
+			f.cpuRelay = append(f.cpuRelay, float64(p.CPUTicks)*10/p.Seconds)
+			f.cpuBeside = append(f.cpuBeside, float64(d.CPUTicks)*10/d.Seconds)
 		}
 		t.Logf("alone: ustreamer's socket %.2f fps (daemon CPU %d ticks), through the daemon %.2f fps (daemon CPU %d ticks for %d frames)",
 			d.FPS, d.CPUTicks, p.FPS, p.CPUTicks, p.Frames)
