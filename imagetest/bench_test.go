@@ -1,10 +1,7 @@
 package imagetest
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,14 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kvmd/internal/benchmd"
 )
 
-// The section of BENCHMARKS.md that the image test writes, between these
-// lines; make bench (tools/cmd/kvmbench) keeps it when it rewrites the file.
-const (
-	benchBegin = "<!-- imagetest:begin -->"
-	benchEnd   = "<!-- imagetest:end -->"
-)
+// benchSection names the section of BENCHMARKS.md that the image test
+// writes; make bench (tools/cmd/kvmbench) keeps it when it rewrites the file.
+const benchSection = "imagetest"
 
 // figures are the measurements for BENCHMARKS.md.
 type figures struct {
@@ -70,7 +66,7 @@ func (f *figures) report(t *testing.T) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join("..", path)
 	}
-	if err := writeBenchSection(path, f.markdown(time.Now())); err != nil {
+	if err := benchmd.WriteSection(path, benchSection, f.markdown(time.Now())); err != nil {
 		t.Errorf("writing %s: %v", path, err)
 		return
 	}
@@ -93,7 +89,7 @@ func (f *figures) markdown(now time.Time) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	host, _ := os.Hostname()
-	w("%s", benchBegin)
+	w("%s", benchmd.Begin(benchSection))
 	w("## Booted arm64 system (qemu-system-aarch64)")
 	w("")
 	w("Produced by the booted-system test, `KVMD_IMAGETEST_BENCH=BENCHMARKS.md make image-test`")
@@ -148,86 +144,6 @@ func (f *figures) markdown(now time.Time) string {
 	} else {
 		w("| root file system taken from the cache (a warm run) | %.1f s |", f.image.Seconds())
 	}
-	w("%s", benchEnd)
+	w("%s", benchmd.End(benchSection))
 	return b.String()
-}
-
-// writeBenchSection puts section into the file at path: in place of the
-// one between the markers, or at the end when there is none.
-func writeBenchSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	var out []byte
-	i := bytes.Index(old, []byte(benchBegin))
-	j := bytes.Index(old, []byte(benchEnd))
-	switch {
-	case i >= 0 && j > i:
-		out = append(append(append(out, old[:i]...), strings.TrimSuffix(section, "\n")...), old[j+len(benchEnd):]...)
-		if !bytes.HasSuffix(out, []byte("\n")) {
-			out = append(out, '\n')
-		}
-	case i >= 0 || j >= 0:
-		return fmt.Errorf("%s has one of %s and %s without the other", path, benchBegin, benchEnd)
-	default:
-		out = old
-		if len(out) > 0 {
-			out = append(bytes.TrimRight(out, "\n"), "\n\n"...)
-		}
-		out = append(out, section...)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".bench*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(out); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-// TestBenchSection runs without the image: the section replaces the old
-// one, or is added at the end, and the rest of the file stays.
-func TestBenchSection(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "BENCHMARKS.md")
-	sec := func(s string) string { return benchBegin + "\n" + s + "\n" + benchEnd + "\n" }
-	for _, tc := range []struct{ name, old, want string }{
-		{"no file", "", sec("new")},
-		{"appended", "# B\n\nrows\n", "# B\n\nrows\n\n" + sec("new")},
-		{"replaced", "# B\n" + sec("old") + "\n## after\n", "# B\n" + sec("new") + "\n## after\n"},
-		{"replaced at the end", "# B\n\n" + sec("old"), "# B\n\n" + sec("new")},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			os.Remove(path)
-			if tc.old != "" {
-				if err := os.WriteFile(path, []byte(tc.old), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := writeBenchSection(path, sec("new")); err != nil {
-				t.Fatal(err)
-			}
-			got, _ := os.ReadFile(path)
-			if string(got) != tc.want {
-				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
-			}
-		})
-	}
-	if err := os.WriteFile(path, []byte("x "+benchBegin+" y\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeBenchSection(path, sec("new")); err == nil {
-		t.Error("a begin marker without an end: no error")
-	}
 }
