@@ -467,3 +467,42 @@ func TestRuntimeFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsRuntimeFamilies: docs/fleets.md's table names exactly the go_*
+// and process_* families written.
+func TestDocsRuntimeFamilies(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "fleets.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for line := range strings.Lines(string(doc)) {
+		if !strings.HasPrefix(line, "| `go_") && !strings.HasPrefix(line, "| `process_") {
+			continue
+		}
+		cell, _, _ := strings.Cut(strings.TrimPrefix(line, "|"), "|")
+		for _, m := range regexp.MustCompile("`((?:go|process)_[a-z_]+)(?:\\{([a-z_,]+)\\})?`").FindAllStringSubmatch(cell, -1) {
+			if m[2] == "" {
+				documented = append(documented, m[1])
+				continue
+			}
+			for _, tail := range strings.Split(m[2], ",") {
+				documented = append(documented, m[1]+tail)
+			}
+		}
+	}
+	slices.Sort(documented)
+	var b bytes.Buffer
+	if err := New(Config{Runtime: true}).WriteMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	for _, name := range families(b.String()) {
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+			written = append(written, name)
+		}
+	}
+	if !slices.Equal(documented, written) {
+		t.Errorf("docs/fleets.md (-documented +written):\n%s", lineDiff(strings.Join(documented, "\n")+"\n", strings.Join(written, "\n")+"\n"))
+	}
+}
