@@ -18,8 +18,8 @@
 // pin's name; never a user name or an address.
 //
 // The package writes the text format itself (text.go) rather than through
-// client_golang, whose protobuf data model cost the release binary more
-// than half a MiB for a few dozen gauges.
+// client_golang, which with its protobuf data model cost the arm64 release
+// binary 1.62 MiB for a few dozen gauges.
 package metrics
 
 import (

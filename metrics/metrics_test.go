@@ -506,3 +506,22 @@ func TestDocsRuntimeFamilies(t *testing.T) {
 		t.Errorf("docs/fleets.md (-documented +written):\n%s", lineDiff(strings.Join(documented, "\n")+"\n", strings.Join(written, "\n")+"\n"))
 	}
 }
+
+// TestConcurrentScrapes: scrapes may run at once (two Prometheus servers);
+// run with -race.
+func TestConcurrentScrapes(t *testing.T) {
+	src := boardSource(t, "rpi4")
+	e := New(Config{Version: "x", Hardware: src.Hardware, AuthCounts: fixedCounts, Runtime: true, Names: Names{KVMD: true, PiKVM: true}})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			var b bytes.Buffer
+			errs <- e.WriteMetrics(&b)
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

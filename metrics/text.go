@@ -71,12 +71,14 @@ func newExposition() *exposition {
 // add adds a sample of d with the label values (in d.labels' order). A
 // second desc with a name already there adds to the family of the first.
 func (e *exposition) add(d *desc, v float64, values ...string) {
-	e.family(d).samples = append(e.family(d).samples, sample{values: values, value: v})
+	f := e.family(d)
+	f.samples = append(f.samples, sample{values: values, value: v})
 }
 
 // addSummary adds a summary's sample.
 func (e *exposition) addSummary(d *desc, s summary, values ...string) {
-	e.family(d).samples = append(e.family(d).samples, sample{values: values, sum: &s})
+	f := e.family(d)
+	f.samples = append(f.samples, sample{values: values, sum: &s})
 }
 
 func (e *exposition) family(d *desc) *family {
