@@ -22,13 +22,14 @@ import (
 	"kvmd/info"
 	"kvmd/internal/fixture"
 	"kvmd/internal/logbuf"
+	"kvmd/internal/slogtext"
 )
 
 // BenchmarkRequest is one request of each of make bench's load rows,
 // through the whole server over a loopback keep-alive connection: the
 // listener's conn, net/http, ServeHTTP, the credential check, the handler
-// and the access line (slog's text handler into logbuf, as the daemon
-// writes it outside systemd, here to io.Discard). The client writes the
+// and the access line (slogtext into logbuf, as the daemon writes it
+// outside systemd, here to io.Discard). The client writes the
 // request's bytes and reads the reply with no allocation of its own, so
 // allocs/op is the server's per request; "bare" is net/http alone
 // answering the same bytes (kvmbench's baseline), the floor under every
@@ -66,6 +67,7 @@ type benchScenario struct {
 }
 
 type benchServer struct {
+	srv       *Server
 	scenarios []benchScenario
 }
 
@@ -113,7 +115,7 @@ func newBenchServer(b *testing.B) *benchServer {
 	// The daemon's access log outside systemd (cmd/kvmd/log.go).
 	lb := logbuf.New(io.Discard, 32<<10, 100*time.Millisecond)
 	b.Cleanup(func() { lb.Flush() })
-	log := slog.New(logbuf.Handler(slog.NewTextHandler(lb, nil), lb)).With("component", "http")
+	log := slog.New(logbuf.Handler(slogtext.New(lb), lb)).With("component", "http")
 	srv, err := New(Config{Auth: a, Tokens: a.Tokens, Users: store, Info: src, Log: log, AccessLog: log})
 	if err != nil {
 		b.Fatal(err)
@@ -132,7 +134,8 @@ func newBenchServer(b *testing.B) *benchServer {
 		b.Fatal(err)
 	}
 	body := okEmpty
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	// As kvmbench's baseline server (tools/cmd/kvmbench/baseline.go).
+	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h := w.Header()
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -153,7 +156,7 @@ func newBenchServer(b *testing.B) *benchServer {
 		return r.Bytes()
 	}
 	const check = "/api/auth/check"
-	return &benchServer{scenarios: []benchScenario{
+	return &benchServer{srv: srv, scenarios: []benchScenario{
 		{"bare", base, get(base, check)},
 		{"cookie", kvmd, get(kvmd, check, "Cookie: auth_token="+token)},
 		{"header", kvmd, get(kvmd, check, "X-KVMD-User: "+user, "X-KVMD-Passwd: "+passwd)},
