@@ -62,6 +62,9 @@ type report struct {
 	stress           *stressResult // nil when the "Under load" section was skipped
 	qemu             []*qemuResult // nil when the qemu section was skipped
 	diag             *diagResult   // nil when the diagnostics row was skipped
+	cpu              *cpuResult    // nil when the CPU-per-request pairs were skipped
+	goBench          *goBench      // --go-bench, nil without
+	goBenchBefore    *goBench      // --go-bench-before, nil without
 }
 
 // reference returns the row r's ratio is against.
@@ -82,6 +85,13 @@ func (rep *report) failedRounds() int {
 	n := 0
 	for _, r := range rep.rows {
 		n += len(r.failures)
+	}
+	if rep.cpu != nil {
+		for _, r := range rep.cpu.rows {
+			if r.failure != "" {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -140,6 +150,15 @@ func (rep *report) writeTable(w io.Writer) {
 			fmtLatency(medianInt(r.p50)), fmtLatency(medianInt(r.p99)), target, result)
 	}
 	fmt.Fprintln(w)
+	if rep.cpu != nil {
+		fmt.Fprint(w, cpuMethod(rep.cpu))
+		misses = append(misses, writeCPU(w, rep.cpu)...)
+		fmt.Fprintln(w)
+	}
+	if rep.goBench != nil {
+		fmt.Fprint(w, goBenchMethod(rep.cfg, rep.goBenchBefore))
+		writeGoBench(w, rep.goBench, rep.goBenchBefore)
+	}
 
 	fmt.Fprintf(w, "| measure | value | target | result |\n")
 	fmt.Fprintf(w, "|---|---:|---|---|\n")
