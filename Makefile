@@ -36,7 +36,8 @@ FUZZ_TARGETS := \
 	FuzzRedact:./diag/ \
 	FuzzParseJSON:./hid/ \
 	FuzzParseBinary:./hid/ \
-	FuzzWSMessage:./httpd/
+	FuzzWSMessage:./httpd/ \
+	FuzzCheckName:./msd/
 
 .PHONY: all build demo deps deps-demo run test unit race smoke fuzz rules lint bench cross deb buildroot-check image-test test-image clean
 all: build
@@ -83,7 +84,7 @@ unit:
 	cd tools && $(GO) test -count=1 ./...
 
 race:
-	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/...
+	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/... ./msd/...
 
 ## smoke: the ARM builds under qemu-user: the firmware tests (cross builds, reproducibility,
 ## each ARM binary serving on the Raspberry Pi 4 fixture) and the hw package's tests as arm64.

@@ -5,23 +5,23 @@
 //
 // The shapes follow github.com/pikvm/kvmd (read at f14596e8):
 // kvmd/apps/kvmd/ugpio.py, kvmd/plugins/hid/otg/__init__.py,
-// kvmd/plugins/msd/otg/__init__.py and disabled.py,
-// kvmd/apps/kvmd/streamer/__init__.py. What they carry comes from the
-// hardware as package info reads it: the board's named pins, the USB
-// gadget in configfs, the capture device.
+// kvmd/plugins/msd/disabled.py, kvmd/apps/kvmd/streamer/__init__.py. What
+// they carry comes from the hardware as package info reads it: the
+// board's named pins, the USB gadget in configfs, the capture device; the
+// MSD's from package msd.
 package devices
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path"
 	"strings"
 	"time"
 
 	"kvmd/hid"
 	"kvmd/hw"
 	"kvmd/info"
+	"kvmd/msd"
 )
 
 // Source builds the states from the machine's hardware.
@@ -38,6 +38,9 @@ type Source struct {
 	// Wake, when set, makes Watch compare the states at once (the HID's
 	// LEDs changed) rather than at its next tick.
 	Wake <-chan struct{}
+	// MSD gives the virtual media's state (package msd's Manager, which
+	// publishes its own changes); nil: kvmd's disabled MSD.
+	MSD func() msd.State
 }
 
 // Channels are the pins shown as GPIO channels: every named pin but the
@@ -199,51 +202,6 @@ func (s *Source) HID(h info.Hardware) HIDState {
 	return st
 }
 
-// MSDState is kvmd's /api/msd result.
-type MSDState struct {
-	Enabled bool      `json:"enabled"`
-	Online  bool      `json:"online"`
-	Busy    bool      `json:"busy"`
-	Storage *struct{} `json:"storage"`
-	Drive   *Drive    `json:"drive"`
-}
-
-// Drive is kvmd's virtual drive.
-type Drive struct {
-	Image     *Image `json:"image"`
-	Connected bool   `json:"connected"`
-	CDROM     bool   `json:"cdrom"`
-	RW        bool   `json:"rw"`
-}
-
-// Image is the inserted image: kvmd's Image without its path.
-type Image struct {
-	Name      string `json:"name"`
-	InStorage bool   `json:"in_storage"`
-}
-
-// MSD reports the gadget's first mass-storage function, as kvmd's OTG MSD
-// does its drive: disabled (kvmd's disabled plugin's shape) without one.
-// storage stays null: this daemon manages no image storage (no uploads).
-func (s *Source) MSD(h info.Hardware) MSDState {
-	u := h.USB
-	if u == nil || u.Gadget == nil {
-		return MSDState{}
-	}
-	for _, f := range u.Gadget.Functions {
-		if f.Type != "mass_storage" {
-			continue
-		}
-		d := &Drive{CDROM: f.Kind == "cdrom", RW: f.ReadOnly != nil && !*f.ReadOnly}
-		if f.Image != nil {
-			d.Image = &Image{Name: path.Base(*f.Image)}
-			d.Connected = f.Enabled && u.Connected
-		}
-		return MSDState{Enabled: true, Online: f.Enabled, Drive: d}
-	}
-	return MSDState{}
-}
-
 // StreamerState is kvmd's /api/streamer result, with what the capture
 // device says in place of ustreamer's own state (no streamer runs here).
 type StreamerState struct {
@@ -306,7 +264,10 @@ func (s *Source) state(h info.Hardware, eventType string) any {
 	case EventHID:
 		return s.HID(h)
 	case EventMSD:
-		return s.MSD(h)
+		if s.MSD != nil {
+			return s.MSD()
+		}
+		return msd.Disabled()
 	case EventStreamer:
 		return s.Streamer(h)
 	}
@@ -314,9 +275,13 @@ func (s *Source) state(h info.Hardware, eventType string) any {
 }
 
 // Watch reads the states every interval until ctx ends and calls publish
-// with each one that changed.
+// with each one that changed. The MSD's, when there is one, is left to
+// its own watcher (msd.Manager.Run).
 func (s *Source) Watch(ctx context.Context, interval time.Duration, publish func(eventType string, state any)) {
-	types := []string{EventGPIO, EventHID, EventMSD, EventStreamer}
+	types := []string{EventGPIO, EventHID, EventStreamer}
+	if s.MSD == nil {
+		types = append(types, EventMSD)
+	}
 	prev := map[string][]byte{}
 	t := time.NewTicker(interval)
 	defer t.Stop()

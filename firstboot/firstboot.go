@@ -112,6 +112,7 @@ func Run(cfg Config, stdout, stderr io.Writer) error {
 	err := errors.Join(
 		fb.etcDir(),
 		fb.repairState(),
+		fb.msdDir(stderr),
 		fb.secret(),
 		fb.config(),
 		fb.totp(),
@@ -197,12 +198,19 @@ func (fb *firstboot) etcDir() error {
 // repairState gives STATE and the two files in it back to root alone, as
 // they are made (0700 and 0600): the packaged kvmd.service once had
 // StateDirectory=kvmd, and systemd gave the directory and everything in it
-// to the daemon's user at every start. Only root can take them back.
+// to the daemon's user at every start. Only root can take them back. With
+// the daemon's group, STATE is root:kvmd 0710: the daemon may pass through
+// it to the image storage STATE/msd, but not list it, and its files stay
+// root's alone.
 func (fb *firstboot) repairState() error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	errs := []error{fb.ensureOwner(fb.state, 0, 0, 0o700)}
+	gid, perm := 0, fs.FileMode(0o700)
+	if fb.gid >= 0 {
+		gid, perm = fb.gid, 0o710
+	}
+	errs := []error{fb.ensureOwner(fb.state, 0, gid, perm)}
 	for _, name := range []string{"admin-password", "secret"} {
 		path := fb.statePath(name)
 		if ok, err := exists(path); err != nil || !ok {
@@ -212,6 +220,33 @@ func (fb *firstboot) repairState() error {
 		errs = append(errs, fb.ensureOwner(path, 0, 0, 0o600))
 	}
 	return errors.Join(errs...)
+}
+
+// msdDir makes STATE/msd, the virtual media's image storage (the daemon's
+// default msd-dir), root:kvmd 0770: the daemon uploads, renames and
+// removes images there (kvmd.service has ReadWritePaths= for it), and
+// the images it writes are its own (kvmd:kvmd 0600, by its umask). An
+// existing directory (a partition mounted there, as PiKVM has one) is
+// given the same group and mode; where its file system cannot (vfat),
+// that is a warning: mount it with the daemon's uid or gid instead.
+func (fb *firstboot) msdDir(stderr io.Writer) error {
+	if fb.gid < 0 || os.Geteuid() != 0 {
+		return nil
+	}
+	dir := fb.statePath("msd")
+	switch ok, err := exists(dir); {
+	case err != nil:
+		return err
+	case !ok:
+		if err := os.Mkdir(dir, 0o770); err != nil {
+			return err
+		}
+		fb.report("%s", dir)
+	}
+	if err := fb.ensureOwner(dir, 0, fb.gid, 0o770); err != nil {
+		fmt.Fprintf(stderr, "kvmd: firstboot: %v: the daemon may not be able to write the virtual media's images\n", err)
+	}
+	return nil
 }
 
 // ensureOwner sets path's owner (uid -1: keep it), group and mode where

@@ -187,7 +187,7 @@ func TestFresh(t *testing.T) {
 		{p(d.state, "admin-password"), 0o600, ownGID},
 		{p(d.state, "secret"), 0o600, ownGID},
 		{d.issue, 0o600, ownGID},
-		{d.state, 0o700, ownGID},
+		{d.state, stateMode(), stateGID(gid)},
 		{d.etc, 0o775, gid}, // the daemon writes here
 	} {
 		checkOwnership(t, f.path, f.perm, f.gid)
@@ -548,6 +548,57 @@ func checkPasswd(t *testing.T, path, user, passwd string) {
 	}
 }
 
+// stateMode and stateGID are STATE's: root:kvmd 0710 when firstboot runs
+// as root (the daemon passes through to STATE/msd), else as made.
+func stateMode() fs.FileMode {
+	if os.Geteuid() == 0 {
+		return 0o710
+	}
+	return 0o700
+}
+
+func stateGID(gid uint32) uint32 {
+	if os.Geteuid() == 0 {
+		return gid
+	}
+	return uint32(os.Getegid())
+}
+
+// TestMSDDir: as root, firstboot makes the image storage STATE/msd
+// root:kvmd 0770, and puts an existing one (a partition mounted there)
+// right, once.
+func TestMSDDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root gives a directory to a group")
+	}
+	d := newFBDirs(t)
+	group, gid := firstbootGroup(t)
+	out := runFirstboot(t, d, group)
+	dir := filepath.Join(d.state, "msd")
+	checkOwnership(t, dir, 0o770, gid)
+	if !says(out, "created", dir) {
+		t.Errorf("output does not say %s was created:\n%s", dir, out)
+	}
+	os.WriteFile(filepath.Join(dir, "image.iso"), []byte("x"), 0o600)
+	if err := os.Chown(dir, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out = runFirstboot(t, d, group)
+	checkOwnership(t, dir, 0o770, gid)
+	if !says(out, "changed", dir) {
+		t.Errorf("output does not say %s was changed:\n%s", dir, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "image.iso")); err != nil {
+		t.Errorf("the image in it: %v", err)
+	}
+	if out := runFirstboot(t, d, group); !strings.Contains(out, "nothing changed") {
+		t.Errorf("third run's output: %q", out)
+	}
+}
+
 func checkMode(t *testing.T, path string, want fs.FileMode) {
 	t.Helper()
 	fi, err := os.Stat(path)
@@ -595,7 +646,7 @@ func TestRepairsOwners(t *testing.T) {
 		path string
 		perm fs.FileMode
 		gid  uint32
-	}{{d.state, 0o700, 0}, {pw, 0o600, 0}, {secret, 0o600, 0}, {d.etc, 0o775, gid}} {
+	}{{d.state, 0o710, gid}, {pw, 0o600, 0}, {secret, 0o600, 0}, {d.etc, 0o775, gid}} {
 		checkOwnership(t, f.path, f.perm, f.gid)
 		fi, err := os.Stat(f.path)
 		if err != nil {

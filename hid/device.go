@@ -222,6 +222,9 @@ func (d *device) setOnline(on bool) {
 func (d *device) run(ctx context.Context) {
 	var f File
 	var readerDone chan struct{}
+	// reopened: the last write failed and the node was opened again for
+	// one more try.
+	reopened := false
 	closeFile := func() {
 		if f != nil {
 			f.Close()
@@ -282,11 +285,21 @@ func (d *device) run(ctx context.Context) {
 			// is written again; the queue coalesces meanwhile.
 			d.setOnline(false)
 		default:
+			// A descriptor of a gadget made anew (kvmd otg stop and
+			// start) fails though the host is there: open the node
+			// again and write once more before calling the host gone.
+			closeFile()
+			if !gone && !reopened {
+				reopened = true
+				continue
+			}
 			// Unbound, unplugged, the function removed: what the host
 			// had held it dropped with the device.
 			d.lost("HID host gone; everything held is released", err)
-			closeFile()
 			d.sleep(ctx, retryInterval)
+		}
+		if err == nil {
+			reopened = false
 		}
 	}
 	if f != nil && !d.gone.Load() {

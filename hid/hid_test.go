@@ -269,6 +269,46 @@ func TestHostGone(t *testing.T) {
 	}
 }
 
+// TestGadgetMadeAnew: a descriptor of a gadget made anew (kvmd otg stop
+// and start, found by the booted test) fails its next write though the
+// host is there: the node is opened again and the report goes through,
+// with no print interrupted and the host never called gone.
+func TestGadgetMadeAnew(t *testing.T) {
+	shorten(t)
+	h := newHost(t)
+	d := start(t, h, Config{})
+	d.Key(key(t, "KeyA"), true, false)
+	d.Key(key(t, "KeyA"), false, false)
+	for _, want := range []string{"0000040000000000", "0000000000000000"} {
+		if got := h.read(otg.Keyboard, time.Second); got != want {
+			t.Fatalf("before: %q, want %s", got, want)
+		}
+	}
+	// The old node's far end is gone; a new one opens fine.
+	h.mu.Lock()
+	h.ends[otg.Keyboard].Close()
+	h.ends[otg.Keyboard] = nil
+	h.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- d.Print(context.Background(), "b", "", 0) }()
+	var got []string
+	for r := h.read(otg.Keyboard, time.Second); r != ""; r = h.read(otg.Keyboard, 200*time.Millisecond) {
+		got = append(got, r)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("print across the new node: %v", err)
+	}
+	if d.kbd.gone.Load() {
+		t.Error("the host was called gone")
+	}
+	if h.opened[otg.Keyboard] != 2 {
+		t.Errorf("opened %d times, want 2", h.opened[otg.Keyboard])
+	}
+	if fmt.Sprint(got) != "[0000050000000000 0000000000000000]" {
+		t.Errorf("the new node got %v, want b pressed and released", got)
+	}
+}
+
 func TestPrint(t *testing.T) {
 	shorten(t)
 	h := newHost(t)

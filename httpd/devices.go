@@ -6,13 +6,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"kvmd/atx"
 	"kvmd/events"
 )
 
 // Devices serves kvmd's device endpoints: /api/ws, /api/atx, /api/gpio,
-// /api/hid, /api/msd, /api/streamer. Paths, result shapes, error names and
+// /api/hid, /api/msd (msd.go), /api/streamer. Paths, result shapes, error names and
 // statuses follow github.com/pikvm/kvmd (read at f14596e8):
 // kvmd/apps/kvmd/api/{atx,ugpio,hid,msd,streamer}.py, and
 // kvmd/htserver.py for the statuses (an IsBusyError is 409, any other
@@ -28,6 +29,13 @@ type Devices struct {
 	// Channels says whether a GPIO channel exists, for /api/gpio/switch
 	// and /pulse: every channel here is read-only.
 	Channels func(name string) bool
+	// MSD is the virtual media drive; nil answers its operations as
+	// kvmd's disabled MSD (MsdDisabledError). Its state comes through
+	// State("msd") like the others'.
+	MSD MSD
+	// MSDStall bounds how long an image upload or read may stall
+	// (0: DefaultMSDStall).
+	MSDStall time.Duration
 	// Version is the daemon's version for the "loop" event's major and
 	// minor numbers.
 	Version string
@@ -56,13 +64,6 @@ var wsGreeting = []string{"gpio", "hid", "atx", "msd", "streamer", "info"}
 // an info event of its own, {"<field>": state}, when a client connects
 // (trigger_state, then poll_state yields {field: value}).
 var infoEventFields = []string{"system", "auth", "meta", "extras", "health", "uptime", "node", "fan"}
-
-// msdUnsupported answers the MSD operations: this daemon reads the
-// drive's state but does not manage it.
-func msdUnsupported(*Server, http.ResponseWriter, *http.Request) error {
-	return &Error{Status: http.StatusBadRequest, Name: "MsdOperationError",
-		Msg: "This daemon reads the mass-storage drive's state but does not manage images or the drive (no upload, download, connect or reset)"}
-}
 
 // streamerUnsupported answers the streamer operations: no streamer runs
 // under this daemon. That is a known state, not a fault (Expected): a

@@ -77,14 +77,17 @@ var routeTable = []route{
 	{"POST", "/hid/events/send_mouse_move", auth.RoleOperator, anyCred, withHID, (*Server).hidSendMouseMove},
 	{"POST", "/hid/events/send_mouse_relative", auth.RoleOperator, anyCred, withHID, (*Server).hidSendMouseRelative},
 	{"POST", "/hid/events/send_mouse_wheel", auth.RoleOperator, anyCred, withHID, (*Server).hidSendMouseWheel},
+
+	// Virtual media (msd.go): reading an image's bytes is an operator's
+	// too, as a flash image may hold what the host wrote on it.
 	{"GET", "/msd", auth.RoleViewer, anyCred, withDevices, deviceState("msd")},
-	{"POST", "/msd/set_params", auth.RoleOperator, anyCred, withDevices, msdUnsupported},
-	{"POST", "/msd/set_connected", auth.RoleOperator, anyCred, withDevices, msdUnsupported},
-	{"POST", "/msd/write", auth.RoleOperator, anyCred, withDevices, msdUnsupported},
-	{"POST", "/msd/write_remote", auth.RoleOperator, anyCred, withDevices, msdUnsupported},
-	{"POST", "/msd/remove", auth.RoleOperator, anyCred, withDevices, msdUnsupported},
-	{"POST", "/msd/reset", auth.RoleOperator, anyCred, withDevices, msdUnsupported},
-	{"GET", "/msd/read", auth.RoleViewer, anyCred, withDevices, msdUnsupported},
+	{"POST", "/msd/set_params", auth.RoleOperator, anyCred, withDevices, (*Server).msdSetParams},
+	{"POST", "/msd/set_connected", auth.RoleOperator, anyCred, withDevices, (*Server).msdSetConnected},
+	{"POST", "/msd/write", auth.RoleOperator, anyCred, withDevices, (*Server).msdWrite},
+	{"POST", "/msd/write_remote", auth.RoleOperator, anyCred, withDevices, (*Server).msdWriteRemote},
+	{"POST", "/msd/remove", auth.RoleOperator, anyCred, withDevices, (*Server).msdRemove},
+	{"POST", "/msd/reset", auth.RoleOperator, anyCred, withDevices, (*Server).msdReset},
+	{"GET", "/msd/read", auth.RoleOperator, anyCred, withDevices, (*Server).msdRead},
 	{"GET", "/streamer", auth.RoleViewer, anyCred, withDevices, deviceState("streamer")},
 	{"GET", "/streamer/snapshot", auth.RoleViewer, anyCred, withDevices, streamerUnsupported},
 	{"DELETE", "/streamer/snapshot", auth.RoleOperator, anyCred, withDevices, streamerUnsupported},
@@ -92,6 +95,12 @@ var routeTable = []route{
 	{"POST", "/streamer/set_params", auth.RoleOperator, anyCred, withDevices, streamerUnsupported},
 	{"POST", "/streamer/reset", auth.RoleOperator, anyCred, withDevices, streamerUnsupported},
 }
+
+// rawBodyRoutes are the routes whose handler reads the request body
+// itself, as a stream, once the request is authenticated and allowed:
+// no MaxBody, no BodyTimeout, which the handler replaces with its own
+// bounds (an image upload, msd.go). Each is a row of routeTable.
+var rawBodyRoutes = [][2]string{{"POST", "/msd/write"}}
 
 // route is a row of the route table.
 type route struct {
@@ -201,6 +210,8 @@ func (c *Config) features() feature {
 type pathRoutes struct {
 	methods map[string]*route
 	allow   string
+	// rawBody is the methods of rawBodyRoutes.
+	rawBody map[string]bool
 }
 
 // ErrDuplicateRoute is two rows of the route table for one method and path
@@ -241,8 +252,11 @@ func (s *Server) add(rt *route) error {
 	}
 	p := s.routes[rt.path]
 	if p == nil {
-		p = &pathRoutes{methods: map[string]*route{}}
+		p = &pathRoutes{methods: map[string]*route{}, rawBody: map[string]bool{}}
 		s.routes[rt.path] = p
+	}
+	if slices.Contains(rawBodyRoutes, [2]string{rt.method, rt.path}) {
+		p.rawBody[rt.method] = true
 	}
 	if p.methods[rt.method] != nil {
 		return fmt.Errorf("%w: %s %s", ErrDuplicateRoute, rt.method, rt.path)

@@ -258,13 +258,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 	if n := routeMaxBody[path]; n > 0 {
 		maxBody = n
 	}
-	if r.ContentLength > maxBody {
+	raw := p.rawBody[r.Method]
+	if raw {
+		// The body is the handler's; one it leaves unread (an error,
+		// authentication first) is not drained: the connection closes.
+		defer func() {
+			if err != nil {
+				w.Header().Set("Connection", "close")
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+			}
+		}()
+	} else if r.ContentLength > maxBody {
 		return errTooLarge
 	}
 	// Any body is read whole now, under the size limit and the body
 	// deadline, whether or not the handler wants it: net/http would
 	// otherwise drain an unread one after the handler, with neither.
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	if !raw && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		body, err := s.readBody(w, r)
 		if err != nil {

@@ -414,9 +414,9 @@ func TestDeviceEndpoints(t *testing.T) {
 		{"POST", "/api/gpio/switch?channel=v3_usb_breaker&state=1", "GpioSwitchNotSupported", 400},
 		{"POST", "/api/gpio/pulse?channel=v3_usb_breaker&delay=x", "ValidatorError", 400},
 		{"POST", "/api/gpio/pulse?channel=v3_usb_breaker", "GpioPulseNotSupported", 400},
-		{"POST", "/api/msd/write?image=a.iso", "MsdOperationError", 400},
-		{"POST", "/api/msd/set_connected?connected=1", "MsdOperationError", 400},
-		{"GET", "/api/msd/read?image=a.iso", "MsdOperationError", 400},
+		{"POST", "/api/msd/write?image=a.iso", "MsdDisabledError", 400},
+		{"POST", "/api/msd/set_connected?connected=1", "MsdDisabledError", 400},
+		{"GET", "/api/msd/read?image=a.iso", "MsdDisabledError", 400},
 		{"GET", "/api/streamer/snapshot", "UnavailableError", 503},
 		{"POST", "/api/streamer/set_params?quality=80", "UnavailableError", 503},
 	} {

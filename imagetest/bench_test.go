@@ -1,10 +1,7 @@
 package imagetest
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,14 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kvmd/internal/benchmd"
 )
 
-// The section of BENCHMARKS.md that the image test writes, between these
-// lines; make bench (tools/cmd/kvmbench) keeps it when it rewrites the file.
-const (
-	benchBegin = "<!-- imagetest:begin -->"
-	benchEnd   = "<!-- imagetest:end -->"
-)
+// benchSection names the section of BENCHMARKS.md that the image test
+// writes; make bench (tools/cmd/kvmbench) keeps it when it rewrites the file.
+const benchSection = "imagetest"
 
 // figures are the measurements for BENCHMARKS.md.
 type figures struct {
@@ -38,6 +34,10 @@ type figures struct {
 	hidLatencyMedian, hidLatencyP99 int
 	hidRate, hidSlowRate            float64
 	hidTest                         time.Duration
+	// msdUploadMiBps is an image's upload through the daemon (HTTPS, the
+	// forwarded port); msdHostReadMBps the host side reading the LUN with
+	// dd (direct I/O), in dd's MB/s.
+	msdUploadMiBps, msdHostReadMBps float64
 }
 
 // durationMedian returns the median of ds and their maximum; zero for none.
@@ -65,7 +65,7 @@ func (f *figures) report(t *testing.T) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join("..", path)
 	}
-	if err := writeBenchSection(path, f.markdown(time.Now())); err != nil {
+	if err := benchmd.WriteSection(path, benchSection, f.markdown(time.Now())); err != nil {
 		t.Errorf("writing %s: %v", path, err)
 		return
 	}
@@ -79,7 +79,7 @@ func (f *figures) markdown(now time.Time) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	host, _ := os.Hostname()
-	w("%s", benchBegin)
+	w("%s", benchmd.Begin(benchSection))
 	w("## Booted arm64 system (qemu-system-aarch64)")
 	w("")
 	w("Produced by the booted-system test, `KVMD_IMAGETEST_BENCH=BENCHMARKS.md make image-test`")
@@ -109,92 +109,16 @@ func (f *figures) markdown(now time.Time) string {
 		w("| `POST /api/hid/print`, default (no delay between key events; kvmd's default too), 500 lower-case characters, first press to last release at the guest | %.0f characters/s |", f.hidRate)
 		w("| `POST /api/hid/print?slow=1` (20 ms before each key event, kvmd's slow rate: at most 25 characters/s), 100 characters | %.1f characters/s |", f.hidSlowRate)
 	}
+	if f.msdHostReadMBps > 0 {
+		w("| virtual media: a 1 MiB ISO uploaded through the daemon (HTTPS through qemu's forwarded port) | %.1f MiB/s |", f.msdUploadMiBps)
+		w("| virtual media: the host side reading the 8 MiB flash image from the LUN (`dd iflag=direct bs=1M`, dummy_hcd) | %.1f MB/s |", f.msdHostReadMBps)
+	}
 	w("| install boot: `apt install ./kvmd_*.deb` in the never-booted system, power off | %.0f s |", f.install.Seconds())
 	if f.imageBuilt {
 		w("| root file system built with mmdebstrap (not cached: a cold run) | %.0f s |", f.image.Seconds())
 	} else {
 		w("| root file system taken from the cache (a warm run) | %.1f s |", f.image.Seconds())
 	}
-	w("%s", benchEnd)
+	w("%s", benchmd.End(benchSection))
 	return b.String()
-}
-
-// writeBenchSection puts section into the file at path: in place of the
-// one between the markers, or at the end when there is none.
-func writeBenchSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	var out []byte
-	i := bytes.Index(old, []byte(benchBegin))
-	j := bytes.Index(old, []byte(benchEnd))
-	switch {
-	case i >= 0 && j > i:
-		out = append(append(append(out, old[:i]...), strings.TrimSuffix(section, "\n")...), old[j+len(benchEnd):]...)
-		if !bytes.HasSuffix(out, []byte("\n")) {
-			out = append(out, '\n')
-		}
-	case i >= 0 || j >= 0:
-		return fmt.Errorf("%s has one of %s and %s without the other", path, benchBegin, benchEnd)
-	default:
-		out = old
-		if len(out) > 0 {
-			out = append(bytes.TrimRight(out, "\n"), "\n\n"...)
-		}
-		out = append(out, section...)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".bench*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(out); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-// TestBenchSection runs without the image: the section replaces the old
-// one, or is added at the end, and the rest of the file stays.
-func TestBenchSection(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "BENCHMARKS.md")
-	sec := func(s string) string { return benchBegin + "\n" + s + "\n" + benchEnd + "\n" }
-	for _, tc := range []struct{ name, old, want string }{
-		{"no file", "", sec("new")},
-		{"appended", "# B\n\nrows\n", "# B\n\nrows\n\n" + sec("new")},
-		{"replaced", "# B\n" + sec("old") + "\n## after\n", "# B\n" + sec("new") + "\n## after\n"},
-		{"replaced at the end", "# B\n\n" + sec("old"), "# B\n\n" + sec("new")},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			os.Remove(path)
-			if tc.old != "" {
-				if err := os.WriteFile(path, []byte(tc.old), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := writeBenchSection(path, sec("new")); err != nil {
-				t.Fatal(err)
-			}
-			got, _ := os.ReadFile(path)
-			if string(got) != tc.want {
-				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
-			}
-		})
-	}
-	if err := os.WriteFile(path, []byte("x "+benchBegin+" y\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeBenchSection(path, sec("new")); err == nil {
-		t.Error("a begin marker without an end: no error")
-	}
 }

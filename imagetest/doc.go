@@ -3,7 +3,9 @@
 // flashing: the first-boot banner on the serial console, socket activation
 // with Type=notify and the watchdog, /api/info through the unit's sandbox,
 // /api/log from the live system journal, the web UI's edits of the users
-// and tokens files, a reboot, an upgrade, a clean stop. rootfs.sh builds
+// and tokens files, virtual media read back by the host side of the USB
+// gadget, a reboot, an upgrade, a clean stop (and, with
+// KVMD_IMAGETEST_POWERCUT=1, a power cut right after an upload). rootfs.sh builds
 // (and caches) the system with mmdebstrap; the test installs this
 // checkout's package into it with apt and boots it in qemu-system-aarch64.
 // It holds no code, only tests: the booted system runs

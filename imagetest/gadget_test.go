@@ -305,7 +305,10 @@ func (s *system) testUSBStates(t *testing.T) {
 	// in the configuration), the keyboard and mouse are not.
 	unbound := usbView{status: "no_gadget", gadget: true,
 		api: hidMSD{hidEnabled: true, msdEnabled: true, msdOnline: true}}
-	stopped := usbView{status: "no_gadget"}
+	// No gadget: no keyboard or mouse; the virtual media is still enabled
+	// (its image storage is configured, as kvmd's otg MSD is always
+	// enabled) but offline, with no LUN to put an image in.
+	stopped := usbView{status: "no_gadget", api: hidMSD{msdEnabled: true}}
 
 	// expect waits for the daemon to show want, and logs how long it took
 	// after the change.

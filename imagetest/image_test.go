@@ -123,6 +123,8 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("video", func(t *testing.T) { sys.testVideo(t, &fig) })
 	t.Run("gpio", sys.testGPIO)
 	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })
+	t.Run("msd", func(t *testing.T) { sys.testMSD(t, &fig) })
+	t.Run("msd power cut", sys.testMSDPowerCut)
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
 	t.Run("credentials", sys.testCredentials)

@@ -83,6 +83,8 @@ if [ "$mode" != install ]; then
 		command -v genext2fs >/dev/null 2>&1 || need="$need genext2fs"
 		command -v qemu-system-aarch64 >/dev/null 2>&1 || need="$need qemu-system-arm"
 		command -v qemu-img >/dev/null 2>&1 || need="$need qemu-utils"
+		# The booted test's virtual media check makes an ISO to upload.
+		command -v xorriso >/dev/null 2>&1 || need="$need xorriso"
 		if [ "$machine" != aarch64 ]; then
 			[ -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || need="$need qemu-user-static"
 			command -v update-binfmts >/dev/null 2>&1 || need="$need binfmt-support"

@@ -39,6 +39,7 @@ type Config struct {
 	LogFollowers    int           `yaml:"log-followers"`
 	MetricsAuth     bool          `yaml:"metrics-auth"`
 	MetricsNames    []string      `yaml:"metrics-names"`
+	MSDDir          string        `yaml:"msd-dir"`
 	Demo            bool          `yaml:"demo"`
 
 	// Reverse proxies and connection caps.
@@ -84,6 +85,7 @@ func defaultConfig() Config {
 		LogFollowers:    20,
 		MetricsAuth:     true,
 		MetricsNames:    []string{"kvmd", "pikvm"},
+		MSDDir:          defaultMSDDir,
 		MaxConnections:  httpd.DefaultMaxConns,
 		// Set apart from the other defaults: gofmt aligns a block.
 		MaxConnectionsPerAddress: httpd.DefaultMaxConnsPerAddr,
@@ -102,6 +104,10 @@ var authBackends = []string{"file", "ldap", "radius", "http"}
 
 // defaultMeta is where PiKVM keeps the operator's description.
 const defaultMeta = "/etc/kvmd/meta.yaml"
+
+// defaultMSDDir is where PiKVM keeps the virtual media's images (its own
+// partition on a device).
+const defaultMSDDir = "/var/lib/kvmd/msd"
 
 // listFlag is a repeatable flag. The first use in a parse replaces what the
 // config file or the default said; later uses add to it.
@@ -146,6 +152,7 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.LogFollowers, "log-followers", cfg.LogFollowers, "most /api/log?follow=1 streams at once (beyond: 503)")
 	fs.BoolVar(&cfg.MetricsAuth, "metrics-auth", cfg.MetricsAuth, "require authentication for /api/export/prometheus/metrics (false: open to anyone who can connect)")
 	fs.Var(&listFlag{list: &cfg.MetricsNames}, "metrics-names", "metric `names` of /api/export/prometheus/metrics: kvmd (kvmd_*), pikvm (PiKVM's pikvm_*), or both (repeatable or comma-separated)")
+	fs.StringVar(&cfg.MSDDir, "msd-dir", cfg.MSDDir, "image storage `dir` of the virtual media drive (/api/msd); empty turns virtual media off")
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode, in demo builds only (make run): throwaway users file with a generated password, printed at start, a bundled board with fake GPIO pins and capture device")
 	fs.Var(&listFlag{list: &cfg.TrustedProxy}, "trusted-proxy", "`network` (CIDR, or one address) of a reverse proxy whose X-Real-IP, X-Forwarded-For or Forwarded is believed over TCP (repeatable; the unix socket always is)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most connections open at once; beyond, the oldest idle or slow one is closed, or the new one if all are busy")

@@ -8,6 +8,8 @@ import (
 
 	"kvmd/hw"
 	"kvmd/internal/demo"
+	"kvmd/msd"
+	"kvmd/msd/msdtest"
 )
 
 // setupDemo starts --demo (package demo) on the settings left at their
@@ -22,6 +24,9 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mai
 	if cfg.Meta != defaultMeta {
 		o.Meta = cfg.Meta
 	}
+	if cfg.MSDDir != defaultMSDDir {
+		o.MSDDir = cfg.MSDDir
+	}
 	if len(cfg.Listen) > 0 {
 		o.Listen = cfg.Listen[0]
 	}
@@ -30,5 +35,15 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mai
 		return nil, nil, nil, nil, nil, err
 	}
 	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
+	cfg.MSDDir = d.MSDDir
 	return d.V4L2, d.Mailbox, d.HIDOpen, d.Log(log), d.Close, nil
+}
+
+// msdDrive is the virtual media's LUN: in demo mode a stand-in that keeps
+// the kernel's rules (msdtest), as there is no gadget; else the gadget's.
+func msdDrive(cfg Config) msd.Drive {
+	if cfg.Demo {
+		return &msdtest.Drive{}
+	}
+	return msd.LUN{FS: hw.New(cfg.Root)}
 }

@@ -16,7 +16,19 @@ import (
 	"kvmd/httpd"
 	"kvmd/hw"
 	"kvmd/info"
+	"kvmd/msd"
 )
+
+// newMSD opens the virtual media drive: images in cfg.MSDDir, the
+// gadget's LUN under cfg.Root (the demo's stand-in in demo mode); nil
+// when cfg.MSDDir is empty.
+func newMSD(cfg Config, log *slog.Logger) (*msd.Manager, error) {
+	if cfg.MSDDir == "" {
+		log.Info("virtual media off (msd-dir empty)")
+		return nil, nil
+	}
+	return msd.New(msd.Config{Dir: cfg.MSDDir, Drive: msdDrive(cfg), Log: log.With("component", "msd")})
+}
 
 // devicePoll is how often the GPIO, HID, MSD and streamer states are
 // compared for events; the ATX LEDs are read far more often (atx).
@@ -69,8 +81,9 @@ func newHID(fsys hw.FS, open hidOpener, log *slog.Logger, wake chan struct{}) *h
 // returns once the ATX buttons are released: the caller calls it before
 // the process exits, so that a SIGTERM in the middle of a press does not
 // leave the button held. keys, when set, is the keyboard and mouse, whose
-// changes come on wake.
-func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *hid.HID, wake <-chan struct{}, log *slog.Logger) (d *httpd.Devices, stop func(), err error) {
+// changes come on wake; media is the virtual media drive, nil when it is
+// turned off.
+func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *hid.HID, wake <-chan struct{}, media *msd.Manager, log *slog.Logger) (d *httpd.Devices, stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	hub := &events.Hub{}
 	d = &httpd.Devices{Events: hub, Version: version}
@@ -93,6 +106,10 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *h
 	if keys != nil {
 		d.HID = keys
 		ds.HIDLive = keys.State
+	}
+	if media != nil {
+		ds.MSD, d.MSD = media.State, media
+		go media.Run(ctx, devicePoll, func(st msd.State) { hub.Publish(devices.EventMSD, st) })
 	}
 	d.State = ds.State
 	d.Channels = func(name string) bool {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"kvmd/hw"
+	"kvmd/msd"
 )
 
 // errNoDemo is what --demo answers in the release build, which has no
@@ -18,3 +19,6 @@ var errNoDemo = errors.New("--demo: this build has no demo mode; build with make
 func setupDemo(*Config, io.Writer, *slog.Logger) (hw.V4L2, hw.Mailbox, hidOpener, *slog.Logger, func(), error) {
 	return nil, nil, nil, nil, nil, errNoDemo
 }
+
+// msdDrive is the gadget's LUN, read and written under cfg.Root.
+func msdDrive(cfg Config) msd.Drive { return msd.LUN{FS: hw.New(cfg.Root)} }

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"kvmd/internal/benchmd"
 	"kvmd/internal/testutil"
 	"kvmd/journal/journaltest"
 )
@@ -208,21 +211,21 @@ func (d *revokeDaemon) accepted(t *testing.T, hdr http.Header) {
 // latencies collects how long streams took to end, per way of ending.
 type latencies map[string][]time.Duration
 
+// medianMax is the median and the largest of ds.
+func medianMax(ds []time.Duration) (med, most time.Duration) {
+	ds = slices.Sorted(slices.Values(ds))
+	med = ds[len(ds)/2]
+	if len(ds)%2 == 0 {
+		med = (ds[len(ds)/2-1] + ds[len(ds)/2]) / 2
+	}
+	return med, ds[len(ds)-1]
+}
+
 func (l latencies) report(t *testing.T) {
 	t.Helper()
-	var keys []string
-	for k := range l {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		ds := slices.Clone(l[k])
-		slices.Sort(ds)
-		med := ds[len(ds)/2]
-		if len(ds)%2 == 0 {
-			med = (ds[len(ds)/2-1] + ds[len(ds)/2]) / 2
-		}
-		t.Logf("%-40s median %8s  max %8s  (n=%d)", k, med.Round(10*time.Microsecond), ds[len(ds)-1].Round(10*time.Microsecond), len(ds))
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		med, most := medianMax(l[k])
+		t.Logf("%-40s median %8s  max %8s  (n=%d)", k, med.Round(10*time.Microsecond), most.Round(10*time.Microsecond), len(l[k]))
 		// The median is held to the budget; one slow round on a busy
 		// machine (the scheduler's, not the daemon's) is reported, and a
 		// stream still open after a second fails in ended.
@@ -230,6 +233,76 @@ func (l latencies) report(t *testing.T) {
 			t.Errorf("%s: the median ended %s after, more than %s", k, med, revokeBudget)
 		}
 	}
+}
+
+// The ways an identity ends, as TestRevocationEndsStreams names them, and
+// as BENCHMARKS.md's section describes them.
+var revokeWays = []struct{ key, row string }{
+	{"kvmd token del (from its start)", "`kvmd token del`, from the command's start (its own start and work included)"},
+	{"kvmd user del (from its start)", "`kvmd user del`, from the command's start"},
+	{"token expiry", "the API token's expiry"},
+	{"session idle timeout (upper bound)", "the session's idle timeout (an upper bound: from when the last request was sent)"},
+}
+
+// markdown is BENCHMARKS.md's revocation section, markers included.
+func (l latencies) markdown(rounds int, now time.Time) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	ms := func(d time.Duration) string {
+		if d < 100*time.Millisecond {
+			return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+		}
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	cell := func(k string) string {
+		if len(l[k]) == 0 {
+			return "not measured"
+		}
+		med, most := medianMax(l[k])
+		return ms(med) + " / " + ms(most)
+	}
+	w("%s", benchmd.Begin("revocation"))
+	w("## Revocation: open streams ended with no other request")
+	w("")
+	w("Produced by `KVMD_REVOKE_BENCH=BENCHMARKS.md KVMD_REVOKE_ROUNDS=%d go test -count=1 -run TestRevocationEndsStreams ./cmd/kvmd/`", rounds)
+	w("(`make bench` keeps this section as it is) on %s, %s, %d rounds of each way, %s: the", runtime.GOOS+"/"+runtime.GOARCH, now.UTC().Format("2006-01-02 15:04 UTC"), rounds, loadAvg())
+	w("daemon in its own process, a viewer's `GET /api/ws` and `GET /api/log?follow=1` open, timed from the")
+	w("revocation (or the deadline) until the client sees each end. The target is 0.2 s; `make test`")
+	w("runs 3 rounds and holds the medians to it.")
+	w("")
+	w("| how the identity ended | WebSocket, median / max | log follow, median / max |")
+	w("|---|---:|---:|")
+	for _, way := range revokeWays {
+		w("| %s | %s | %s |", way.row, cell(way.key+", WebSocket"), cell(way.key+", log follow"))
+	}
+	w("%s", benchmd.End("revocation"))
+	return b.String()
+}
+
+// loadAvg describes the machine's load average over the last minute.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return "load average " + f[0]
+	}
+	return "load average unknown"
+}
+
+// writeRevokeBench writes the figures to the file KVMD_REVOKE_BENCH names,
+// relative to the checkout, when it is set and the test passed.
+func writeRevokeBench(t *testing.T, l latencies, rounds int) {
+	path := os.Getenv("KVMD_REVOKE_BENCH")
+	if path == "" || t.Failed() {
+		return
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join("..", "..", path)
+	}
+	if err := benchmd.WriteSection(path, "revocation", l.markdown(rounds, time.Now())); err != nil {
+		t.Errorf("writing %s: %v", path, err)
+		return
+	}
+	t.Logf("wrote the revocation section of %s", path)
 }
 
 // revokeRounds is how many times each way is measured: 3, or
@@ -328,4 +401,22 @@ func TestRevocationEndsStreams(t *testing.T) {
 		}
 	})
 	lat.report(t)
+	writeRevokeBench(t, lat, rounds)
+}
+
+// TestRevokeMarkdown: every way the test measures has its row in
+// BENCHMARKS.md's section, with its median and max.
+func TestRevokeMarkdown(t *testing.T) {
+	l := latencies{}
+	for _, way := range revokeWays {
+		l[way.key+", WebSocket"] = []time.Duration{3 * time.Millisecond, time.Millisecond, 250 * time.Millisecond}
+		l[way.key+", log follow"] = []time.Duration{2 * time.Millisecond}
+	}
+	md := l.markdown(3, time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	if strings.Contains(md, "not measured") || strings.Count(md, "| 3.0 ms / 250 ms | 2.0 ms / 2.0 ms |") != len(revokeWays) {
+		t.Errorf("the section:\n%s", md)
+	}
+	if !strings.HasPrefix(md, benchmd.Begin("revocation")) || !strings.HasSuffix(md, benchmd.End("revocation")+"\n") {
+		t.Errorf("the section's markers:\n%s", md)
+	}
 }

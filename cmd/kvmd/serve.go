@@ -141,8 +141,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		LogFollowers:    cfg.LogFollowers,
 		Diagnostics:     diagSource(cfg, src, v4l2, a),
 	}
+	media, err := newMSD(cfg, log)
+	if err != nil {
+		return err
+	}
 	var stopDevices func()
-	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, keys, devWake, log); err != nil {
+	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, keys, devWake, media, log); err != nil {
 		return err
 	}
 	defer stopDevices()

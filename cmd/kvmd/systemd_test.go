@@ -222,9 +222,10 @@ func TestSystemdHardening(t *testing.T) {
 		one(s, "MemoryDenyWriteExecute", "yes"),
 		one(s, "SystemCallArchitectures", "native"),
 		one(s, "SystemCallFilter", "@system-service"),
-		// It writes the files in /etc/kvmd (imagetest's web edits), and
-		// in configfs what file permissions let it: the drive's LUN.
-		{section: s, key: "ReadWritePaths", want: []string{"-" + firstboot.DefaultEtc, "-/sys/kernel/config"}},
+		// It writes the files in /etc/kvmd (imagetest's web edits), the
+		// virtual media's images, and in configfs what file permissions
+		// let it: the drive's LUN.
+		{section: s, key: "ReadWritePaths", want: []string{"-" + firstboot.DefaultEtc, "-" + filepath.Join(firstboot.DefaultState, "msd"), "-/sys/kernel/config"}},
 		list(s, "DynamicUser"),
 	})
 

@@ -1,8 +1,9 @@
 // Package demo sets up kvmd serve --demo: a throwaway users file with a
 // generated password, the bundled Raspberry Pi 4 tree as the filesystem
 // root, a meta file, a demo journal, an empty 2FA secret file (2FA off,
-// to be turned on from the web UI), and fakes for the things no fixture
-// tree can hold: a GPIO chip (pins registered with periph, as its drivers
+// to be turned on from the web UI), a directory for the virtual media's
+// images, and fakes for the things no fixture tree can hold: a GPIO chip
+// (pins registered with periph, as its drivers
 // register real ones), a V4L2 capture device (answering DV timings for a
 // 1080p60 source) and the firmware's mailbox (no throttling, now or since
 // boot), and a host computer for the keyboard and mouse (hid.go).
@@ -45,6 +46,7 @@ type Options struct {
 	Meta       string // meta file
 	JournalDir string // journal files for /api/log
 	TOTPSecret string // 2FA secret file
+	MSDDir     string // the virtual media's image storage
 	// Listen is the first address served and TLS whether it speaks TLS,
 	// for the hint printed with the generated password.
 	Listen string
@@ -58,8 +60,11 @@ type Demo struct {
 	// (2FA off) in the demo's directory, so that a newcomer can turn 2FA
 	// on and off from the web UI.
 	TOTPSecret string
-	V4L2       hw.V4L2
-	Mailbox    hw.Mailbox
+	// MSDDir is the virtual media's image storage: the operator's, or
+	// one in the demo's directory with a blank flash image to try.
+	MSDDir  string
+	V4L2    hw.V4L2
+	Mailbox hw.Mailbox
 	// Journal is the demo journal, nil when it could not be started (then
 	// /api/log answers 503 saying why).
 	Journal *demojournal.Journal
@@ -75,7 +80,7 @@ type Demo struct {
 // Start sets up the demo, printing the generated credentials to stdout.
 // Close undoes it.
 func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
-	d = &Demo{Users: o.Users, Root: o.Root, Meta: o.Meta, JournalDir: o.JournalDir, TOTPSecret: o.TOTPSecret}
+	d = &Demo{Users: o.Users, Root: o.Root, Meta: o.Meta, JournalDir: o.JournalDir, TOTPSecret: o.TOTPSecret, MSDDir: o.MSDDir}
 	d.dir, err = os.MkdirTemp("", "kvmd-demo-")
 	if err != nil {
 		return nil, err
@@ -128,6 +133,21 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 		d.Meta = filepath.Join(d.dir, "meta.yaml")
 		meta := "server:\n  host: \"@auto\"\nkvm:\n  name: kvmd demo\n  note: a Raspberry Pi 4 tree bundled with kvmd, not this machine\n"
 		if err := os.WriteFile(d.Meta, []byte(meta), 0o600); err != nil {
+			return nil, err
+		}
+	}
+
+	if d.MSDDir == "" {
+		// The virtual media's storage, with one image to try: a blank
+		// flash drive of 4 MiB (sparse, it takes no space).
+		d.MSDDir = filepath.Join(d.dir, "msd")
+		if err := os.Mkdir(d.MSDDir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(d.MSDDir, "blank-flash.img"), nil, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.Truncate(filepath.Join(d.MSDDir, "blank-flash.img"), 4<<20); err != nil {
 			return nil, err
 		}
 	}

@@ -4,16 +4,20 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"kvmd/internal/benchmd"
 )
 
 func TestWithKeptSection(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
-	const sec = keptBegin + "\n## Booted\n\n| a | b |\n" + keptEnd
+	sec := benchmd.Begin("imagetest") + "\n## Booted\n\n| a | b |\n" + benchmd.End("imagetest")
+	rev := benchmd.Begin("revocation") + "\n## Revocation\n" + benchmd.End("revocation")
 	for _, tc := range []struct{ name, old, want string }{
 		{"no file", "", "# new\n"},
 		{"no section", "# old\n", "# new\n"},
 		{"kept", "# old\n\n" + sec + "\n\n## more old\n", "# new\n\n" + sec + "\n"},
-		{"end before begin", "# old\n" + keptEnd + "\n" + keptBegin + "\n", "# new\n"},
+		{"two kept", "# old\n\n" + sec + "\n\n## more old\n\n" + rev + "\n", "# new\n\n" + sec + "\n\n" + rev + "\n"},
+		{"end before begin", "# old\n" + benchmd.End("imagetest") + "\n" + benchmd.Begin("imagetest") + "\n", "# new\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Remove(path)

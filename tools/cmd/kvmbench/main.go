@@ -45,6 +45,7 @@ const usage = `usage:
   kvmbench run --kvmd PATH [--ui-loads N] --only ui
   kvmbench run --kvmd PATH --only diag
   kvmbench run --kvmd PATH [--cpu-rounds N] [--cpu-requests N] --only load
+  kvmbench run --kvmd PATH [--msd-mib N] --only msd
   kvmbench baseline --listen 127.0.0.1:PORT
 `
 
@@ -133,9 +134,12 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.WSClients, "ws-clients", cfg.WSClients, "/api/ws clients connected at once (0: no /api/ws rows)")
 	fs.IntVar(&cfg.WSSamples, "ws-samples", cfg.WSSamples, "power clicks timed through /api/ws")
 	fs.BoolVar(&cfg.Stress, "stress", cfg.Stress, "measure idle connections, logins under a wrong-password flood, and one viewer token's streams beside an admin (\"Under load\")")
+	fs.BoolVar(&cfg.MSD, "msd", cfg.MSD, "measure a virtual media upload against cat+sync (\"Virtual media upload\")")
+	fs.IntVar(&cfg.MSDMiB, "msd-mib", cfg.MSDMiB, "the image's size for the virtual media upload, MiB")
 	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out);`+"\n"+
 		`"ui": only the web UI page loads (no --out); "ws": only the /api/ws rows (no --out); "stress": only the "Under load" section (no --out);`+"\n"+
-		`"diag": only the diagnostics bundle row (no --out); "load": only the load rows and the CPU per request (no --out)`)
+		`"diag": only the diagnostics bundle row (no --out); "msd": only the virtual media upload (no --out);`+"\n"+
+		`"load": only the load rows and the CPU per request (no --out)`)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -164,6 +168,9 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	if cfg.CPURounds < 0 || cfg.CPURounds > 100 || cfg.CPURequests < 1 || cfg.CPURequests > 10_000_000 {
 		bad = append(bad, "--cpu-rounds must be 0..100 and --cpu-requests 1..10000000")
 	}
+	if cfg.MSDMiB < 1 || cfg.MSDMiB > 64<<10 {
+		bad = append(bad, "--msd-mib must be 1..65536")
+	}
 	if cfg.UILoads < 0 || cfg.UILoads > 1000 {
 		bad = append(bad, "--ui-loads must be 0..1000")
 	}
@@ -181,12 +188,12 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 		if cfg.WSClients == 0 || cfg.WSSamples == 0 || cfg.Out != "" {
 			bad = append(bad, "--only ws needs --ws-clients and --ws-samples above 0 and does not write --out")
 		}
-	case "stress", "diag", "load":
+	case "stress", "diag", "msd", "load":
 		if cfg.Out != "" {
 			bad = append(bad, "--only "+cfg.Only+" does not write --out")
 		}
 	default:
-		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws, stress, diag and load", cfg.Only))
+		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws, stress, diag, msd and load", cfg.Only))
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "kvmbench run: %s\n%s", strings.Join(bad, "; "), usage)

@@ -62,6 +62,7 @@ type report struct {
 	stress           *stressResult // nil when the "Under load" section was skipped
 	qemu             []*qemuResult // nil when the qemu section was skipped
 	diag             *diagResult   // nil when the diagnostics row was skipped
+	msd              *msdResult    // nil when the virtual media rows were skipped
 	cpu              *cpuResult    // nil when the CPU-per-request pairs were skipped
 	goBench          *goBench      // --go-bench, nil without
 	goBenchBefore    *goBench      // --go-bench-before, nil without
@@ -317,6 +318,10 @@ func (rep *report) markdown() []byte {
 	if rep.diag != nil {
 		fmt.Fprintf(&b, "\n## Diagnostics bundle\n\n%s", diagMethod())
 		writeDiag(&b, rep.diag)
+	}
+	if rep.msd != nil {
+		fmt.Fprintf(&b, "\n## Virtual media upload\n\n%s", msdMethod(rep.msd.size))
+		writeMSD(&b, rep.msd)
 	}
 	if rep.qemu != nil {
 		fmt.Fprintf(&b, "\n## ARM builds under qemu-user\n\n")

@@ -54,6 +54,9 @@ type runConfig struct {
 
 	Diag bool // the diagnostics bundle row
 
+	MSD    bool // the virtual media upload rows
+	MSDMiB int  // the image's size for them, MiB
+
 	ARMDir         string        // where kvmd-linux-ARCH are; "" skips the qemu section
 	ARMBaselineDir string        // where kvmbench-linux-ARCH are: beside this binary
 	QemuIdle       time.Duration // idle time under qemu before reading RSS
@@ -92,6 +95,8 @@ func defaultRunConfig() runConfig {
 
 		Stress: true,
 		Diag:   true,
+		MSD:    true,
+		MSDMiB: 1024,
 
 		QemuIdle: 2 * time.Second,
 	}
@@ -274,6 +279,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		fmt.Fprint(stdout, diagMethod())
 		writeDiag(stdout, res)
 		return res.failure()
+	case "msd":
+		res, err := runMSDBench(ctx, &procs, kvmd, users, passwd, dir, int64(cfg.MSDMiB)<<20, logf)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, msdMethod(res.size))
+		writeMSD(stdout, res)
+		return res.failure()
 	case "stress":
 		res, err := runStress(ctx, cfg, &procs, kvmd, users, passwd, dir, logf)
 		if err != nil {
@@ -424,6 +437,11 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 			return err
 		}
 	}
+	if cfg.MSD {
+		if rep.msd, err = runMSDBench(ctx, &procs, kvmd, users, passwd, dir, int64(cfg.MSDMiB)<<20, logf); err != nil {
+			return fmt.Errorf("virtual media: %w", err)
+		}
+	}
 	rep.finished = time.Now()
 
 	rep.writeTable(stdout)
@@ -440,7 +458,7 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if n := rep.failedRounds(); n > 0 {
 		return fmt.Errorf("%w: %d scenario runs got a wrong status or broke", errRoundsFailed, n)
 	}
-	return errors.Join(rep.ui.failure(), qemuFailed(rep.qemu), rep.diag.failure())
+	return errors.Join(rep.ui.failure(), qemuFailed(rep.qemu), rep.diag.failure(), rep.msd.failure())
 }
 
 // demoServeArgs is how kvmd runs for the info rows, the idle RSS and the

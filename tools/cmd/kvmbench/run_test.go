@@ -157,6 +157,7 @@ func testRunConfig(t *testing.T) runConfig {
 	cfg.Stress = false // and the "Under load" section, its caps and logins
 	cfg.WSClients = 0  // and the /api/ws rows, its ATX
 	cfg.Diag = false   // and the diagnostics row, the bundle
+	cfg.MSD = false    // and the virtual media rows, its storage (TestMSDBench runs them)
 	return cfg
 }
 

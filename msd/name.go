@@ -1,0 +1,54 @@
+package msd
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxNameLen is the longest image name, in bytes: NAME_MAX of ext4, vfat
+// and exFAT.
+const MaxNameLen = 255
+
+// CheckName returns nil when name may name an image in the storage
+// directory, else an error wrapping ErrBadName that says why. A name is
+// one file name, never a path: no slash, no NUL, not "." or "..", not
+// hidden (a leading dot: the storage's own temporary files start with
+// one), not lost+found, printable characters only (no control, format or
+// invisible characters, which could hide the real name in a listing or a
+// log), no leading or trailing space, valid UTF-8, at most MaxNameLen
+// bytes.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return badName("empty")
+	case len(name) > MaxNameLen:
+		return badName("longer than 255 bytes")
+	case !utf8.ValidString(name):
+		return badName("not UTF-8")
+	case strings.HasPrefix(name, "."):
+		return badName("starts with a dot (hidden files, . and .. are not images)")
+	case name == "lost+found":
+		return badName("lost+found is the file system's own")
+	case strings.TrimSpace(name) != name:
+		return badName("starts or ends with a space")
+	}
+	for _, r := range name {
+		switch {
+		case r == '/' || r == '\\':
+			return badName("a path (a slash or backslash): images are single files in the storage")
+		case !unicode.IsPrint(r):
+			return badName("holds a control or invisible character")
+		}
+	}
+	return nil
+}
+
+func badName(why string) error {
+	return &nameError{why}
+}
+
+type nameError struct{ why string }
+
+func (e *nameError) Error() string        { return "msd: bad image name: " + e.why }
+func (e *nameError) Is(target error) bool { return target == ErrBadName }
