@@ -67,9 +67,6 @@ func checkEnvelope(status int, h http.Header, body []byte) (reply, error) {
 		}
 	}
 	// The mark conn.go replaces by the headers never reaches a client.
-	if _, ok := h[http.CanonicalHeaderKey(securityMarkKey)]; ok {
-		return r, fmt.Errorf("status %d: the mark %s went out", status, securityMarkKey)
-	}
 	if _, ok := h[securityMarkKey]; ok {
 		return r, fmt.Errorf("status %d: the mark %s went out", status, securityMarkKey)
 	}

@@ -44,7 +44,7 @@ var securityHeaderList = []struct {
 // the reply's head goes out (recorder, sealSecurityHeaders), so its own
 // replaces the default, as it did when all six were in the map.
 const (
-	securityMarkKey  = "!kvmd-security-headers" // '!' sorts before every letter
+	securityMarkKey  = "!kvmd-Security-Headers" // canonical; '!' sorts before every letter
 	securityMarkLine = securityMarkKey + ": 1\r\n"
 )
 

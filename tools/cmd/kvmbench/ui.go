@@ -18,8 +18,8 @@ const (
 	// targetPageRatio is issue 30's: a page's median load at most this
 	// times the baseline page's in the same run.
 	targetPageRatio = 1.3
-	uiWarmup       = 3                // uncounted loads of each page
-	uiLoadTimeout  = 15 * time.Second // one load, until loaded and ready
+	uiWarmup        = 3                // uncounted loads of each page
+	uiLoadTimeout   = 15 * time.Second // one load, until loaded and ready
 )
 
 // uiPage is one row of the web UI table.
