@@ -154,9 +154,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.UI != nil {
-		ui, err := loadUI(cfg.UI)
+		ui, skipped, err := loadUI(cfg.UI)
 		if err != nil {
 			return nil, err
+		}
+		for page, err := range skipped {
+			cfg.Log.Warn("web UI page served with its scripts as they are", "page", page, "err", err)
 		}
 		s.ui = ui
 	}
