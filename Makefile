@@ -34,6 +34,7 @@ FUZZ_TARGETS := \
 	FuzzBindName:./auth/ldapauth/ \
 	FuzzParseResponse:./auth/radiusauth/ \
 	FuzzRedact:./diag/ \
+	FuzzApply:./streamer/ \
 	FuzzParseJSON:./hid/ \
 	FuzzParseBinary:./hid/ \
 	FuzzWSMessage:./httpd/ \

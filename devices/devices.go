@@ -1,14 +1,14 @@
 // Package devices gives the state of kvmd's subsystems that this daemon
-// can read (GPIO channels, HID, MSD, streamer) in the shapes of kvmd's
-// GET /api/gpio, /api/hid, /api/msd, /api/streamer and of the events of
-// the same names on /api/ws, and reports their changes.
+// can read (GPIO channels, HID, MSD) in the shapes of kvmd's GET
+// /api/gpio, /api/hid, /api/msd and of the events of the same names on
+// /api/ws, and reports their changes. The streamer's state is package
+// streamer's.
 //
 // The shapes follow github.com/pikvm/kvmd (read at f14596e8):
 // kvmd/apps/kvmd/ugpio.py, kvmd/plugins/hid/otg/__init__.py,
-// kvmd/plugins/msd/disabled.py, kvmd/apps/kvmd/streamer/__init__.py. What
-// they carry comes from the hardware as package info reads it: the
-// board's named pins, the USB gadget in configfs, the capture device; the
-// MSD's from package msd.
+// kvmd/plugins/msd/disabled.py. What they carry comes from the hardware
+// as package info reads it: the board's named pins, the USB gadget in
+// configfs; the MSD's from package msd.
 package devices
 
 import (
@@ -202,56 +202,11 @@ func (s *Source) HID(h info.Hardware) HIDState {
 	return st
 }
 
-// StreamerState is kvmd's /api/streamer result, with what the capture
-// device says in place of ustreamer's own state (no streamer runs here).
-type StreamerState struct {
-	Features struct {
-		Quality    bool `json:"quality"`
-		Resolution bool `json:"resolution"`
-		H264       bool `json:"h264"`
-	} `json:"features"`
-	Limits   struct{}      `json:"limits"`
-	Params   struct{}      `json:"params"`
-	Streamer *streamerInfo `json:"streamer"`
-	Snapshot struct {
-		Saved *struct{} `json:"saved"`
-	} `json:"snapshot"`
-}
-
-type streamerInfo struct {
-	Source struct {
-		Online      bool          `json:"online"`
-		Resolution  hw.Resolution `json:"resolution"`
-		CapturedFPS int           `json:"captured_fps"`
-	} `json:"source"`
-}
-
-// Streamer reports the capture device: null without one; online when a
-// signal is present, with its resolution and refresh rate.
-func (s *Source) Streamer(h info.Hardware) StreamerState {
-	var st StreamerState
-	v := h.Video
-	if v == nil || v.Device == nil {
-		return st
-	}
-	si := &streamerInfo{}
-	si.Source.Online = v.Signal != nil && *v.Signal
-	if v.Resolution != nil {
-		si.Source.Resolution = *v.Resolution
-	}
-	if v.FPS != nil {
-		si.Source.CapturedFPS = int(*v.FPS + 0.5)
-	}
-	st.Streamer = si
-	return st
-}
-
 // Event types, kvmd's names (kvmd/apps/kvmd/server.py).
 const (
-	EventGPIO     = "gpio"
-	EventHID      = "hid"
-	EventMSD      = "msd"
-	EventStreamer = "streamer"
+	EventGPIO = "gpio"
+	EventHID  = "hid"
+	EventMSD  = "msd"
 )
 
 // State returns the state of one event type.
@@ -268,8 +223,6 @@ func (s *Source) state(h info.Hardware, eventType string) any {
 			return s.MSD()
 		}
 		return msd.Disabled()
-	case EventStreamer:
-		return s.Streamer(h)
 	}
 	return nil
 }
@@ -278,7 +231,7 @@ func (s *Source) state(h info.Hardware, eventType string) any {
 // with each one that changed. The MSD's, when there is one, is left to
 // its own watcher (msd.Manager.Run).
 func (s *Source) Watch(ctx context.Context, interval time.Duration, publish func(eventType string, state any)) {
-	types := []string{EventGPIO, EventHID, EventStreamer}
+	types := []string{EventGPIO, EventHID}
 	if s.MSD == nil {
 		types = append(types, EventMSD)
 	}

@@ -84,29 +84,6 @@ func TestHID(t *testing.T) {
 	}
 }
 
-func TestStreamer(t *testing.T) {
-	s := &Source{}
-	head := `{"features":{"quality":false,"resolution":false,"h264":false},"limits":{},"params":{},"streamer":`
-	tail := `,"snapshot":{"saved":null}}`
-	for _, tc := range []struct {
-		name  string
-		video *hw.Video
-		want  string
-	}{
-		{"no capture device", nil, "null"},
-		{"signal", &hw.Video{Device: ref("/dev/video0"), Signal: ref(true), Resolution: &hw.Resolution{Width: 1920, Height: 1080}, FPS: ref(59.94)},
-			`{"source":{"online":true,"resolution":{"width":1920,"height":1080},"captured_fps":60}}`},
-		{"no signal", &hw.Video{Device: ref("/dev/video0"), Signal: ref(false)},
-			`{"source":{"online":false,"resolution":{"width":0,"height":0},"captured_fps":0}}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := jsonOf(t, s.Streamer(info.Hardware{Video: tc.video})); got != head+tc.want+tail {
-				t.Errorf("got  %s\nwant %s", got, head+tc.want+tail)
-			}
-		})
-	}
-}
-
 func TestGPIO(t *testing.T) {
 	s := &Source{Pins: []hw.PinSpec{
 		{Name: "atx_power_led", GPIO: "GPIO24"},

@@ -1,9 +1,10 @@
 package hid
 
 import (
+	"archive/zip"
 	"bufio"
 	"bytes"
-	"embed"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -203,19 +204,24 @@ func NewKeymaps(fsys fs.FS, def string) (*Keymaps, error) {
 	return k, nil
 }
 
-//go:embed keymaps
-var builtin embed.FS
+// builtinZip holds the files of the directory keymaps, deflated (about a
+// quarter of their size in the binary): tools/cmd/genkeymaps writes both,
+// and a test holds the archive to the files.
+//
+//go:embed keymaps.zip
+var builtinZip string
 
 // BuiltinKeymaps returns the keymaps built into the daemon (generated
-// from xkeyboard-config, see keymaps/SOURCES.md), en-us the default.
+// from xkeyboard-config by tools/cmd/genkeymaps, see docs/hid.md), en-us
+// the default.
 func BuiltinKeymaps() *Keymaps {
-	sub, err := fs.Sub(builtin, "keymaps")
+	zr, err := zip.NewReader(strings.NewReader(builtinZip), int64(len(builtinZip)))
+	if err != nil {
+		panic(err) // the embedded archive is checked by the tests
+	}
+	k, err := NewKeymaps(zr, DefaultKeymap)
 	if err != nil {
 		panic(err)
-	}
-	k, err := NewKeymaps(sub, DefaultKeymap)
-	if err != nil {
-		panic(err) // the embedded files are checked by the tests
 	}
 	return k
 }

@@ -1,7 +1,12 @@
 package hid
 
 import (
+	"archive/zip"
+	"bytes"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -109,5 +114,40 @@ func TestParseKeymap(t *testing.T) {
 	}
 	if _, err := NewKeymaps(fsys, "none"); !errors.Is(err, ErrNoKeymap) {
 		t.Errorf("a missing default: %v", err)
+	}
+}
+
+// TestBuiltinZip: the archive the daemon embeds holds exactly the files of
+// the directory keymaps, byte for byte (regenerate both with cd tools &&
+// go run ./cmd/genkeymaps).
+func TestBuiltinZip(t *testing.T) {
+	zr, err := zip.NewReader(strings.NewReader(builtinZip), int64(len(builtinZip)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inZip := map[string]bool{}
+	for _, f := range zr.File {
+		inZip[f.Name] = true
+		got, err := fs.ReadFile(zr, f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join("keymaps", f.Name))
+		if err != nil {
+			t.Errorf("%s is in keymaps.zip, not in keymaps/: %v", f.Name, err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs between keymaps.zip and keymaps/", f.Name)
+		}
+	}
+	ents, err := os.ReadDir("keymaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !inZip[e.Name()] {
+			t.Errorf("keymaps/%s is not in keymaps.zip", e.Name())
+		}
 	}
 }

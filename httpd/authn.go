@@ -6,7 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
-	"net/textproto"
+	mimeheader "net/textproto" // (the package's tests have a type textproto)
 	"os"
 	"strings"
 	"time"
@@ -225,8 +225,8 @@ func authCookie(r *http.Request) (value string, ok, valid bool) {
 		for line != "" {
 			var part string
 			part, line, _ = strings.Cut(line, ";")
-			name, val, _ := strings.Cut(textproto.TrimString(part), "=")
-			if textproto.TrimString(name) != "auth_token" {
+			name, val, _ := strings.Cut(mimeheader.TrimString(part), "=")
+			if mimeheader.TrimString(name) != "auth_token" {
 				continue
 			}
 			if len(val) > 1 && val[0] == '"' && val[len(val)-1] == '"' {

@@ -29,6 +29,14 @@ type Devices struct {
 	// Channels says whether a GPIO channel exists, for /api/gpio/switch
 	// and /pulse: every channel here is read-only.
 	Channels func(name string) bool
+	// Streamer, when set, serves /api/streamer and its operations, the
+	// "streamer" and "clients" events, and /streamer/stream and
+	// /streamer/snapshot (streamer.go). Without it, /api/streamer is
+	// State("streamer") and its operations answer UnavailableError.
+	Streamer Streamer
+	// StreamWriteTimeout cuts a /streamer/stream client that takes no
+	// data for this long (default 20 s).
+	StreamWriteTimeout time.Duration
 	// MSD is the virtual media drive; nil answers its operations as
 	// kvmd's disabled MSD (MsdDisabledError). Its state comes through
 	// State("msd") like the others'.
@@ -57,7 +65,8 @@ type ATX interface {
 // ATX, MSD, Streamer, OCR, Info, Switch), then hid_keymaps and clients.
 // This daemon serves no OCR and no switch, so their events are left out;
 // Server.greeting makes each one's events.
-var wsGreeting = []string{"gpio", "hid", "atx", "msd", "streamer", "info"}
+// hid_keymaps only with the keyboard (Devices.HID).
+var wsGreeting = []string{"gpio", "hid", "atx", "msd", "streamer", "info", "hid_keymaps", "clients"}
 
 // infoEventFields are kvmd's info sub-managers in the order of its
 // InfoManager (kvmd/apps/kvmd/info/__init__.py). Each sends its state as
@@ -65,13 +74,11 @@ var wsGreeting = []string{"gpio", "hid", "atx", "msd", "streamer", "info"}
 // (trigger_state, then poll_state yields {field: value}).
 var infoEventFields = []string{"system", "auth", "meta", "extras", "health", "uptime", "node", "fan"}
 
-// streamerUnsupported answers the streamer operations: no streamer runs
-// under this daemon. That is a known state, not a fault (Expected): a
-// viewer asking in a loop gets no error line each.
-func streamerUnsupported(*Server, http.ResponseWriter, *http.Request) error {
-	return &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Expected: true,
-		Msg: "No streamer runs under this daemon: snapshots, OCR and stream parameters are not available"}
-}
+// errNoStreamer answers the streamer operations of Devices without a
+// Streamer. That is a known state, not a fault (Expected): a viewer asking
+// in a loop gets no error line each.
+var errNoStreamer = &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Expected: true,
+	Msg: "No streamer runs under this daemon: snapshots, streams and stream parameters are not available"}
 
 // deviceState answers GET of a subsystem's state, as its event carries it.
 func deviceState(eventType string) routeHandler {

@@ -304,14 +304,14 @@ func TestWSHIDKeymapsEvent(t *testing.T) {
 	e := newHIDEnv(t)
 	c := dialWS(t, e.env, "?stream=0", adminHeader)
 	var got []string
-	for range 7 {
+	for range 8 {
 		ev := readEvent(t, c)
 		got = append(got, ev.Type)
 		if ev.Type == "hid_keymaps" && !strings.Contains(string(ev.Event), `"default":"en-us"`) {
 			t.Errorf("hid_keymaps %s", ev.Event)
 		}
 	}
-	if want := "loop gpio hid atx msd streamer hid_keymaps"; strings.Join(got, " ") != want {
+	if want := "loop gpio hid atx msd streamer hid_keymaps clients"; strings.Join(got, " ") != want {
 		t.Errorf("initial events %q, want %q", strings.Join(got, " "), want)
 	}
 }

@@ -93,12 +93,12 @@ func TestLoginRedirect(t *testing.T) {
 	if n := e.a.Limiter.Failures(mustAddr("127.0.0.1"), e.a.Clock.Now()); n != 1 {
 		t.Errorf("%d failures counted, want 1 (the wrong password)", n)
 	}
-	// Where the redirects land: /kvm and /kvm/ are the dashboard's other
-	// names (PiKVM's KVM page; this daemon's dashboard is /).
+	// Where the redirects land: /kvm and /kvm/ are the console's other
+	// names (PiKVM's KVM page; this daemon's is /console).
 	for _, p := range []string{"/kvm", "/kvm/"} {
 		resp, _ := e.uiGet("GET", p, nil)
-		if resp.StatusCode != 302 || resp.Header.Get("Location") != "/" {
-			t.Errorf("GET %s: %d Location %q, want 302 /", p, resp.StatusCode, resp.Header.Get("Location"))
+		if resp.StatusCode != 302 || resp.Header.Get("Location") != "/console" {
+			t.Errorf("GET %s: %d Location %q, want 302 /console", p, resp.StatusCode, resp.Header.Get("Location"))
 		}
 	}
 }

@@ -194,6 +194,29 @@ func TestRoleTable(t *testing.T) {
 	if !slices.Equal(routes, want) {
 		t.Errorf("the server serves %d routes, the table has %d for its Config:\n%v\n%v", len(routes), len(want), routes, want)
 	}
+	// The routes outside /api, at their paths: the same roles.
+	raw := e.srv.RawRoutes()
+	if len(raw) != len(rawRouteTable) {
+		t.Errorf("the server serves %d routes outside /api, the table has %d", len(raw), len(rawRouteTable))
+	}
+	for _, rt := range raw {
+		for _, c := range creds {
+			status, name := e.rawReq(t, rt.Method, rt.Path, c.hdr(), "")
+			allowed := c.role >= rt.Role
+			switch {
+			case allowed && (status == 401 || status == 403 || status == 500):
+				t.Errorf("%s %s needs %s; %s (%s) got %d %s, want its success", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
+			case !allowed && (status != 403 || name != "ForbiddenError"):
+				t.Errorf("%s %s needs %s; %s (%s) got %d %q, want 403 ForbiddenError", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
+			}
+		}
+		if status, name := e.rawReq(t, rt.Method, rt.Path, nil, ""); status != 401 {
+			t.Errorf("%s %s without credentials: %d %s, want 401", rt.Method, rt.Path, status, name)
+		}
+		if status, _ := e.rawReq(t, rt.Method, "/api"+rt.Path, xhdr("admin", "admin-pass"), ""); rt.Path == "/streamer/stream" && status != 404 {
+			t.Errorf("%s /api%s: %d, want 404: it is no API path", rt.Method, rt.Path, status)
+		}
+	}
 	for _, r := range []auth.Role{auth.RoleNone, auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin} {
 		if !slices.ContainsFunc(routes, func(rt RouteInfo) bool { return rt.Role == r }) {
 			t.Errorf("no route of role %s walked", r)

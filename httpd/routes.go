@@ -88,12 +88,24 @@ var routeTable = []route{
 	{"POST", "/msd/remove", auth.RoleOperator, anyCred, withDevices, (*Server).msdRemove},
 	{"POST", "/msd/reset", auth.RoleOperator, anyCred, withDevices, (*Server).msdReset},
 	{"GET", "/msd/read", auth.RoleOperator, anyCred, withDevices, (*Server).msdRead},
-	{"GET", "/streamer", auth.RoleViewer, anyCred, withDevices, deviceState("streamer")},
-	{"GET", "/streamer/snapshot", auth.RoleViewer, anyCred, withDevices, streamerUnsupported},
-	{"DELETE", "/streamer/snapshot", auth.RoleOperator, anyCred, withDevices, streamerUnsupported},
-	{"GET", "/streamer/ocr", auth.RoleViewer, anyCred, withDevices, streamerUnsupported},
-	{"POST", "/streamer/set_params", auth.RoleOperator, anyCred, withDevices, streamerUnsupported},
-	{"POST", "/streamer/reset", auth.RoleOperator, anyCred, withDevices, streamerUnsupported},
+
+	// The video streamer (streamer.go): kvmd's API of the ustreamer the
+	// daemon runs.
+	{"GET", "/streamer", auth.RoleViewer, anyCred, withDevices, (*Server).streamerState},
+	{"POST", "/streamer/set_params", auth.RoleOperator, anyCred, withDevices, (*Server).streamerSetParams},
+	{"POST", "/streamer/reset", auth.RoleOperator, anyCred, withDevices, (*Server).streamerReset},
+	{"GET", "/streamer/snapshot", auth.RoleViewer, anyCred, withDevices, (*Server).streamerSnapshot},
+	{"DELETE", "/streamer/snapshot", auth.RoleOperator, anyCred, withDevices, (*Server).streamerDeleteSnapshot},
+	{"GET", "/streamer/ocr", auth.RoleViewer, anyCred, withDevices, ocrUnavailable},
+}
+
+// rawRouteTable are the routes outside /api, answered at their paths only,
+// with the same authentication as the API's: where PiKVM's nginx sends
+// /streamer/ to ustreamer itself (configs/nginx/kvmd.ctx-server.conf), so
+// that its web page and <img> tags find the stream there.
+var rawRouteTable = []route{
+	{"GET", "/streamer/stream", auth.RoleViewer, anyCred, withDevices, (*Server).streamerStream},
+	{"GET", "/streamer/snapshot", auth.RoleViewer, anyCred, withDevices, (*Server).streamerRawSnapshot},
 }
 
 // rawBodyRoutes are the routes whose handler reads the request body
@@ -224,9 +236,22 @@ var errBadRoute = errors.New("httpd: malformed route")
 
 // addRoutes adds the rows of table whose feature is in have.
 func (s *Server) addRoutes(table []route, have feature) error {
+	return addRows(s.routes, table, have)
+}
+
+// addRawRoutes adds the rows of table whose feature is in have as routes
+// outside /api.
+func (s *Server) addRawRoutes(table []route, have feature) error {
+	if s.raw == nil {
+		s.raw = map[string]*pathRoutes{}
+	}
+	return addRows(s.raw, table, have)
+}
+
+func addRows(dst map[string]*pathRoutes, table []route, have feature) error {
 	for i := range table {
 		if rt := &table[i]; rt.when == always || have&rt.when != 0 {
-			if err := s.add(rt); err != nil {
+			if err := addRow(dst, rt); err != nil {
 				return err
 			}
 		}
@@ -237,7 +262,9 @@ func (s *Server) addRoutes(table []route, have feature) error {
 var routeMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 
 // add adds one row, refusing a duplicate and a row that cannot be right.
-func (s *Server) add(rt *route) error {
+func (s *Server) add(rt *route) error { return addRow(s.routes, rt) }
+
+func addRow(routes map[string]*pathRoutes, rt *route) error {
 	switch {
 	case rt.method == http.MethodHead || !slices.Contains(routeMethods, rt.method):
 		return fmt.Errorf("%w: %s %s: method not one of GET, POST, PUT, PATCH, DELETE", errBadRoute, rt.method, rt.path)
@@ -250,10 +277,10 @@ func (s *Server) add(rt *route) error {
 	case rt.handler == nil:
 		return fmt.Errorf("%w: %s %s: no handler", errBadRoute, rt.method, rt.path)
 	}
-	p := s.routes[rt.path]
+	p := routes[rt.path]
 	if p == nil {
 		p = &pathRoutes{methods: map[string]*route{}, rawBody: map[string]bool{}}
-		s.routes[rt.path] = p
+		routes[rt.path] = p
 	}
 	if slices.Contains(rawBodyRoutes, [2]string{rt.method, rt.path}) {
 		p.rawBody[rt.method] = true
@@ -285,9 +312,15 @@ type RouteInfo struct {
 }
 
 // Routes returns the routes the Server serves, sorted, HEAD rows left out.
-func (s *Server) Routes() []RouteInfo {
+func (s *Server) Routes() []RouteInfo { return routeInfos(s.routes) }
+
+// RawRoutes returns the routes outside /api (rawRouteTable) as Routes
+// does, their paths whole.
+func (s *Server) RawRoutes() []RouteInfo { return routeInfos(s.raw) }
+
+func routeInfos(routes map[string]*pathRoutes) []RouteInfo {
 	var out []RouteInfo
-	for _, p := range s.routes {
+	for _, p := range routes {
 		for m, rt := range p.methods {
 			if m != http.MethodHead {
 				out = append(out, rt.info())

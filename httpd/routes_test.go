@@ -70,6 +70,13 @@ func sortedTable() []route {
 	return rows
 }
 
+// sortedRaw is rawRouteTable sorted as sortedTable sorts.
+func sortedRaw() []route {
+	rows := slices.Clone(rawRouteTable)
+	slices.SortStableFunc(rows, func(a, b route) int { return compareRoutes(a.info(), b.info()) })
+	return rows
+}
+
 func yesNo(rt route, c creds) string {
 	switch {
 	case rt.role == auth.RoleNone:
@@ -98,6 +105,13 @@ func goldenRoutes() string {
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "METHOD\tPATH\tROLE\tTOKEN\tPEER\tWHEN")
 	for _, rt := range sortedTable() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rt.method, rt.path, roleName(rt.role),
+			yesNo(rt, viaToken), yesNo(rt, viaPeer), rt.when)
+	}
+	tw.Flush()
+	b.WriteString("# rawRouteTable: outside /api, at these paths only.\n")
+	tw = tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	for _, rt := range sortedRaw() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rt.method, rt.path, roleName(rt.role),
 			yesNo(rt, viaToken), yesNo(rt, viaPeer), rt.when)
 	}
@@ -264,6 +278,9 @@ func docRoleTable() string {
 			noPeer = append(noPeer, "`"+rt.method+" /api"+rt.path+"`")
 		}
 	}
+	for _, rt := range sortedRaw() {
+		byRole[rt.role] = append(byRole[rt.role], "`"+rt.method+" "+rt.path+"`")
+	}
 	var b strings.Builder
 	b.WriteString("| least role | endpoints |\n|---|---|\n")
 	for _, r := range []auth.Role{auth.RoleNone, auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin} {
@@ -289,6 +306,10 @@ func docRouteTable() string {
 	b.WriteString("| method | path | least role | API token | unix-socket peer | served |\n|---|---|---|---|---|---|\n")
 	for _, rt := range sortedTable() {
 		fmt.Fprintf(&b, "| `%s` | `/api%s` | %s | %s | %s | %s |\n", rt.method, rt.path, roleName(rt.role),
+			yesNo(rt, viaToken), yesNo(rt, viaPeer), featureServe(rt.when))
+	}
+	for _, rt := range sortedRaw() {
+		fmt.Fprintf(&b, "| `%s` | `%s` (no `/api`) | %s | %s | %s | %s |\n", rt.method, rt.path, roleName(rt.role),
 			yesNo(rt, viaToken), yesNo(rt, viaPeer), featureServe(rt.when))
 	}
 	return b.String()

@@ -89,9 +89,12 @@ type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // Server is kvmd's HTTP handler. Create it with New.
 type Server struct {
-	cfg      Config
-	conns    *connTable
-	routes   map[string]*pathRoutes
+	cfg    Config
+	conns  *connTable
+	routes map[string]*pathRoutes
+	// raw are the routes outside /api (rawRouteTable), answered at their
+	// paths only.
+	raw      map[string]*pathRoutes
 	ui       map[string]*uiFile
 	diagBusy chan struct{}
 	refusals refusals
@@ -140,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LogFollowers <= 0 {
 		cfg.LogFollowers = DefaultLogFollowers
 	}
-	s := &Server{cfg: cfg, routes: map[string]*pathRoutes{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, routes: map[string]*pathRoutes{}, raw: map[string]*pathRoutes{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy, cfg.Log)
 	s.streams = newStreams(s.conns.max, cfg.Log)
 	s.wsKind = streamKind{name: "WebSockets", perUser: cfg.MaxWSPerUser}
@@ -151,6 +154,9 @@ func New(cfg Config) (*Server, error) {
 	s.refusals = refusals{log: cfg.Log, now: time.Now}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	if err := s.addRoutes(routeTable, cfg.features()); err != nil {
+		return nil, err
+	}
+	if err := s.addRawRoutes(rawRouteTable, cfg.features()); err != nil {
 		return nil, err
 	}
 	if cfg.UI != nil {
@@ -242,13 +248,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 			err = internalError(fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
 		}
 	}()
-	path := r.URL.Path
+	path := r.URL.Path // then the route table's key
+	var p *pathRoutes
 	if path == "/api" || strings.HasPrefix(path, "/api/") {
 		path = path[len("/api"):]
+		p = s.routes[path]
+	} else if raw := s.raw[path]; raw != nil {
+		p = raw
 	} else if f, public := s.uiRoute(path); f != nil {
 		return s.serveUI(w, r, f, public, &q.id)
+	} else {
+		p = s.routes[path]
 	}
-	p := s.routes[path]
 	if p == nil {
 		return errNotFound
 	}

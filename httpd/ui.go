@@ -27,6 +27,7 @@ var uiPages = map[string]struct {
 	public bool
 }{
 	"/":          {file: "index.html"},
+	"/console":   {file: "console.html"},
 	"/logs":      {file: "logs.html"},
 	"/sessions":  {file: "sessions.html"},
 	"/tokens":    {file: "tokens.html"},
@@ -37,8 +38,8 @@ var uiPages = map[string]struct {
 
 // uiAliases are PiKVM's page paths that kvmd's login may redirect to
 // (/kvm, /kvm/: its KVM page): they send the browser to this daemon's
-// dashboard.
-var uiAliases = map[string]string{"/kvm": "/", "/kvm/": "/"}
+// console, its KVM page.
+var uiAliases = map[string]string{"/kvm": "/console", "/kvm/": "/console"}
 
 // uiStatic is the prefix of the UI's other files (scripts, styles): they
 // hold nothing secret and the login page needs them, so they are public.

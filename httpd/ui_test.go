@@ -12,6 +12,7 @@ import (
 // testUI stands in for package web's files.
 var testUI = fstest.MapFS{
 	"index.html":     {Data: []byte("<!doctype html><title>dashboard</title>")},
+	"console.html":   {Data: []byte("<!doctype html><title>console</title>")},
 	"logs.html":      {Data: []byte("<!doctype html><title>logs</title>")},
 	"login.html":     {Data: []byte("<!doctype html><title>login</title>")},
 	"sessions.html":  {Data: []byte("<!doctype html><title>sessions</title>")},
@@ -138,7 +139,7 @@ func TestUI(t *testing.T) {
 
 // New refuses a UI without one of its pages.
 func TestUIMissingPage(t *testing.T) {
-	ui := fstest.MapFS{"index.html": {}, "login.html": {}, "sessions.html": {}, "tokens.html": {}, "users.html": {}, "twofactor.html": {}}
+	ui := fstest.MapFS{"index.html": {}, "console.html": {}, "login.html": {}, "sessions.html": {}, "tokens.html": {}, "users.html": {}, "twofactor.html": {}}
 	if _, err := New(Config{UI: ui}); err == nil || !strings.Contains(err.Error(), "logs.html") {
 		t.Errorf("New = %v, want an error naming logs.html", err)
 	}

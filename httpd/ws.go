@@ -33,7 +33,8 @@ const (
 // (events.Hub drops it), the request's context ends (the session ended)
 // or the server shuts down.
 func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
-	if _, err := queryBool(r, "stream", true); err != nil {
+	stream, err := queryBool(r, "stream", true)
+	if err != nil {
 		return err
 	}
 	if err := s.checkHandshake(r); err != nil {
@@ -59,6 +60,12 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 
 	sub := d.Events.Subscribe()
 	defer d.Events.Unsubscribe(sub)
+	// A client that wants the stream (kvmd's stream=1, the default) keeps
+	// the streamer running while it is connected, as in kvmd, where the
+	// web page's WebSocket starts it.
+	if stream && d.Streamer != nil {
+		defer d.Streamer.AddViewer()()
+	}
 
 	send := func(b []byte, typ websocket.MessageType) error {
 		wctx, wcancel := context.WithTimeout(context.Background(), wsWriteTimeout)
@@ -73,10 +80,6 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	initial := [][]byte{mustEncode("loop", loopEvent(d.Version))}
 	for _, typ := range wsGreeting {
 		initial = append(initial, s.greeting(typ)...)
-	}
-	// Then kvmd's hid_keymaps; kvmd's clients event would follow.
-	if d.HID != nil {
-		initial = append(initial, mustEncode("hid_keymaps", keymapsState(d.HID.Keymaps())))
 	}
 	for _, b := range initial {
 		if err := send(b, websocket.MessageText); err != nil {
@@ -158,6 +161,22 @@ func (s *Server) greeting(typ string) [][]byte {
 	switch typ {
 	case "atx":
 		return [][]byte{mustEncode(typ, s.atxCurrent())}
+	case "streamer":
+		if st := s.cfg.Devices.Streamer; st != nil {
+			return [][]byte{mustEncode(typ, st.Current())}
+		}
+	case "hid_keymaps":
+		if h := s.cfg.Devices.HID; h != nil {
+			return [][]byte{mustEncode(typ, keymapsState(h.Keymaps()))}
+		}
+		return nil
+	case "clients":
+		// kvmd's count of the WebSocket clients that asked for the stream.
+		n := 0
+		if st := s.cfg.Devices.Streamer; st != nil {
+			n = st.Viewers()
+		}
+		return [][]byte{mustEncode(typ, map[string]int{"count": n})}
 	case "info":
 		if s.cfg.Info == nil {
 			return nil

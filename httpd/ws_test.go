@@ -67,6 +67,10 @@ func testDevices(t *testing.T) (*Devices, *atxBoard) {
 	}, b
 }
 
+// wsGreetingLen is the count of events a new WebSocket client is sent first:
+// loop, the five subsystems' states, then clients (kvmd's server.py).
+const wsGreetingLen = 7
+
 func wsURL(e *env, query string) string {
 	return "ws" + strings.TrimPrefix(e.base, "http") + "/api/ws" + query
 }
@@ -129,7 +133,7 @@ func TestWSInitialStateThenATXEvent(t *testing.T) {
 	c := dialWS(t, e, "?stream=0", adminHeader)
 
 	var got []string
-	for range 6 {
+	for range wsGreetingLen {
 		ev := readEvent(t, c)
 		got = append(got, ev.Type)
 		switch ev.Type {
@@ -147,9 +151,13 @@ func TestWSInitialStateThenATXEvent(t *testing.T) {
 			if string(ev.Event) != `{"from":"`+ev.Type+`"}` {
 				t.Errorf("%s event %s", ev.Type, ev.Event)
 			}
+		case "clients":
+			if string(ev.Event) != `{"count":0}` {
+				t.Errorf("clients event %s", ev.Event)
+			}
 		}
 	}
-	if want := "loop gpio hid atx msd streamer"; strings.Join(got, " ") != want {
+	if want := "loop gpio hid atx msd streamer clients"; strings.Join(got, " ") != want {
 		t.Errorf("initial events %q, want %q", strings.Join(got, " "), want)
 	}
 
@@ -181,7 +189,7 @@ func TestWSPingPong(t *testing.T) {
 	d, _ := testDevices(t)
 	e := newEnv(t, envOpts{devices: d})
 	c := dialWS(t, e, "", adminHeader)
-	for range 6 {
+	for range wsGreetingLen {
 		readEvent(t, c)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -267,7 +275,7 @@ func TestWSEndsWithRequestContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.CloseNow()
-	for range 6 {
+	for range wsGreetingLen {
 		readEvent(t, c)
 	}
 	mu.Lock()
@@ -282,7 +290,7 @@ func TestWSEndsWithRequestContext(t *testing.T) {
 
 	// Shutdown closes the sockets on the real listener.
 	c2 := dialWS(t, e, "", adminHeader)
-	for range 6 {
+	for range wsGreetingLen {
 		readEvent(t, c2)
 	}
 	e.shutdown()
@@ -300,7 +308,7 @@ func TestWSLogoutClosesSocket(t *testing.T) {
 	e := newEnv(t, envOpts{devices: d})
 	tok := e.login("admin", "admin-pass")
 	c := dialWS(t, e, "", http.Header{"Cookie": {"auth_token=" + tok}})
-	for range 6 {
+	for range wsGreetingLen {
 		readEvent(t, c)
 	}
 	if r := e.req("POST", "/api/auth/logout", map[string]string{"Cookie": "auth_token=" + tok}, ""); r.status != 200 {
@@ -325,7 +333,7 @@ func TestWSSlowClientDropped(t *testing.T) {
 	slow := dialWS(t, e, "", adminHeader)
 	fast := dialWS(t, e, "", adminHeader)
 	fast.SetReadLimit(1 << 20)
-	for range 6 {
+	for range wsGreetingLen {
 		readEvent(t, fast)
 	}
 	eventually(t, "both subscribed", func() bool { return d.Events.Len() == 2 })
@@ -433,7 +441,7 @@ func TestWSOutlivesServerTimeouts(t *testing.T) {
 	d, _ := testDevices(t)
 	e := newEnv(t, envOpts{devices: d, headerTimeout: 200 * time.Millisecond, bodyTimeout: 200 * time.Millisecond})
 	c := dialWS(t, e, "", adminHeader)
-	for range 6 {
+	for range wsGreetingLen {
 		readEvent(t, c)
 	}
 	time.Sleep(time.Second)

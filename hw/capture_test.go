@@ -399,4 +399,9 @@ func TestCaptureKind(t *testing.T) {
 	if k := (hw.VideoDevice{Driver: "bcm2835-codec"}).Kind(); k != "" {
 		t.Errorf("Kind() of a codec = %q, want empty", k)
 	}
+	// vivid's platform device is bound to the driver "vivid" (the booted
+	// test's /sys/class/video4linux/video0/device/driver).
+	if k := (hw.VideoDevice{Driver: "vivid"}).Kind(); k != hw.CaptureVivid {
+		t.Errorf("Kind() of vivid = %q, want %q", k, hw.CaptureVivid)
+	}
 }

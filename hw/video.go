@@ -44,6 +44,12 @@ const (
 	// CaptureUSB is a USB capture dongle (MS2109, MS2130: uvcvideo),
 	// PiKVM's video "hdmiusb".
 	CaptureUSB = "usb"
+	// CaptureVivid is the kernel's virtual video test driver, vivid, with an
+	// HDMI input (node_types=0x1 input_types=0x3: its DV timings and "no
+	// signal" controls behave as a bridge's do). No appliance has one; the
+	// booted-system test and a developer's machine do, so the streamer can
+	// be tried without capture hardware.
+	CaptureVivid = "vivid"
 )
 
 // Kind says what kind of HDMI capture d is: CaptureCSI, CaptureUSB, or ""
@@ -54,6 +60,8 @@ func (d VideoDevice) Kind() string {
 		return CaptureCSI
 	case d.Driver == usbDriver:
 		return CaptureUSB
+	case d.Driver == vividDriver:
+		return CaptureVivid
 	}
 	return ""
 }
@@ -125,6 +133,10 @@ func videoNumber(name string) (int, bool) { return nodeNumber(name, "video") }
 var (
 	csiDrivers = []string{"unicam", "rp1-cfe"}
 	usbDriver  = "uvcvideo"
+	// vividDriver is the kernel's virtual capture driver
+	// (drivers/media/test-drivers/vivid), taken only when there is no real
+	// capture device.
+	vividDriver = "vivid"
 )
 
 // hdmiUSBPorts are the USB interfaces PiKVM takes the HDMI-USB dongle
@@ -147,7 +159,8 @@ var hdmiUSBPorts = map[string][]string{
 
 // PickCapture returns the HDMI capture device among devs, on a board
 // whose device-tree model is model ("" when there is none): the first
-// node 0 of a CSI-2 receiver, else a node 0 of a USB video device. Among
+// node 0 of a CSI-2 receiver, else a node 0 of a USB video device, else
+// the first node 0 of vivid (a test machine's stand-in). Among
 // USB video devices (a dongle, and perhaps a webcam beside it) the one on
 // the port PiKVM's udev rules take the dongle from on this model
 // (hdmiUSBPorts) goes first, so a webcam with a lower node number is not
@@ -162,6 +175,7 @@ func PickCapture(devs []VideoDevice, model string) (VideoDevice, bool) {
 		func(d VideoDevice) bool { return slices.Contains(csiDrivers, d.Driver) },
 		func(d VideoDevice) bool { return d.Driver == usbDriver && slices.Contains(ports, d.USBPort) },
 		func(d VideoDevice) bool { return d.Driver == usbDriver },
+		func(d VideoDevice) bool { return d.Driver == vividDriver },
 	} {
 		for _, d := range devs {
 			if d.Index == 0 && take(d) {

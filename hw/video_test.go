@@ -109,6 +109,7 @@ func TestPickCapture(t *testing.T) {
 	dongleMeta := port(dev(3, "USB Video: USB Video", 1, "uvcvideo"), "1-1.4:1.0")
 	dongleUSB3 := port(dev(2, "USB3.0 Capture", 0, "uvcvideo"), "2-1:1.0")
 	pi4, pi3p := "Raspberry Pi 4 Model B Rev 1.1", "Raspberry Pi 3 Model B Plus Rev 1.3"
+	vivid := dev(3, "vivid-000-vid-cap", 0, "vivid")
 	for _, tt := range []struct {
 		name  string
 		devs  []VideoDevice
@@ -131,6 +132,8 @@ func TestPickCapture(t *testing.T) {
 		{"usb dongle", []VideoDevice{uvc, uvcMeta, codec, isp}, "", uvc, true},
 		{"csi before a usb dongle with a lower node", []VideoDevice{uvc, uvcMeta, dev(2, "unicam-image", 0, "unicam")}, "", dev(2, "unicam-image", 0, "unicam"), true},
 		{"first of two dongles", []VideoDevice{uvc, uvcMeta, uvc2}, "", uvc, true},
+		{"vivid, a test machine's capture", []VideoDevice{codec, vivid}, "", vivid, true},
+		{"a real dongle before vivid", []VideoDevice{vivid, uvc2}, "", uvc2, true},
 		{"codec and isp only", []VideoDevice{codec, isp, pisp, hevc}, "", VideoDevice{}, false},
 		{"metadata node only", []VideoDevice{unicamMeta, uvcMeta}, "", VideoDevice{}, false},
 		{"none", nil, "", VideoDevice{}, false},

@@ -121,6 +121,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("sandbox", sys.testSandbox)
 	t.Run("usb states", sys.testUSBStates)
 	t.Run("video", func(t *testing.T) { sys.testVideo(t, &fig) })
+	t.Run("streamer", func(t *testing.T) { sys.testStreamer(t, &fig) })
 	t.Run("gpio", sys.testGPIO)
 	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })
 	t.Run("msd", func(t *testing.T) { sys.testMSD(t, &fig) })
@@ -283,6 +284,8 @@ type system struct {
 	version string
 	share   string
 	totp    string // the 2FA secret, once enabled
+	// webcheckPath is tools/cmd/webcheck, once built.
+	webcheckPath string
 }
 
 // creds are the headers of a request as admin (with the 2FA code when on).

@@ -25,7 +25,9 @@ type wsClient struct {
 	cancel context.CancelFunc
 }
 
-// dialWS connects to /api/ws as admin through the forwarded port.
+// dialWS connects to /api/ws as admin through the forwarded port, with
+// stream=0: a client of kvmd's default (stream=1) keeps the streamer
+// running, whose encoder takes all the emulated CPU there is.
 func (s *system) dialWS(t *testing.T) *wsClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -35,7 +37,7 @@ func (s *system) dialWS(t *testing.T) *wsClient {
 	}
 	hc := *s.c.hc
 	hc.Timeout = 0
-	c, resp, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(s.c.base, "https")+"/api/ws", &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: hdr})
+	c, resp, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(s.c.base, "https")+"/api/ws?stream=0", &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: hdr})
 	if err != nil {
 		cancel()
 		t.Fatalf("/api/ws: %v %v", resp, err)

@@ -57,9 +57,16 @@ type kernel struct {
 func (s *Source) system() (full, bare []byte) {
 	k, err := s.cfg.FS.Kernel()
 	s.report("kernel", err)
+	st := streamer{Features: map[string]bool{}}
+	if s.cfg.Streamer != nil {
+		st.App, st.Version, st.Features = s.cfg.Streamer()
+		if st.Features == nil {
+			st.Features = map[string]bool{}
+		}
+	}
 	sys := map[string]any{
 		"kvmd":     map[string]string{"version": s.cfg.Version},
-		"streamer": streamer{Features: map[string]bool{}}, // no streamer runs beside this daemon yet
+		"streamer": st,
 		"kernel":   kernel{nullable(k.System), nullable(k.Release), nullable(k.Version), nullable(k.Machine)},
 	}
 	bare = mustJSON(sys)

@@ -39,6 +39,10 @@ type Config struct {
 	// TwoFactor tells whether 2FA is on, for the auth category.
 	TwoFactor func() bool
 	Log       *slog.Logger
+	// Streamer, when set, tells the video streamer's program: its name,
+	// --version and --features (kvmd's system.streamer), asked once, at
+	// the first request for the system category. Nil: empty values.
+	Streamer func() (app, version string, features map[string]bool)
 	// TTL bounds the age of changing values (default 1 s).
 	TTL time.Duration
 	Now func() time.Time
@@ -49,6 +53,7 @@ type Source struct {
 	cfg     Config
 	profile board.Profile
 
+	systemOnce             sync.Once
 	systemFull, systemBare []byte // with and without platform
 	platform               []byte
 
@@ -106,7 +111,6 @@ func New(cfg Config) *Source {
 	s.report("board", err)
 	s.profile = board.Identify(facts)
 	s.platform = mustJSON(s.platformOf(facts.DeviceTree))
-	s.systemFull, s.systemBare = s.system()
 
 	ttl, now := cfg.TTL, cfg.Now
 	s.auth = newCached(ttl, now, s.readAuth)
@@ -258,6 +262,7 @@ func (s *Source) assemble(categories []string, legacy bool) []byte {
 		b.WriteString(`":`)
 		switch c {
 		case "system":
+			s.systemOnce.Do(func() { s.systemFull, s.systemBare = s.system() })
 			if legacy && slices.Contains(categories, "hw") {
 				b.Write(s.systemBare)
 			} else {

@@ -27,3 +27,24 @@ func TestStreamerShape(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamerProgram: with a streamer program, system.streamer says what
+// it is, as kvmd asks ustreamer --version and --features; it is asked once.
+func TestStreamerProgram(t *testing.T) {
+	asked := 0
+	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{},
+		Streamer: func() (string, string, map[string]bool) {
+			asked++
+			return "ustreamer", "4.9", map[string]bool{"WITH_OMX": false, "HAS_PDEATHSIG": true}
+		}})
+	for range 2 {
+		res := decode(t, s.Result([]string{"system"}, false))
+		got, _ := json.Marshal(get(res, "system", "streamer"))
+		if want := `{"app":"ustreamer","features":{"HAS_PDEATHSIG":true,"WITH_OMX":false},"version":"4.9"}`; string(got) != want {
+			t.Errorf("system.streamer = %s, want %s", got, want)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("the program was asked %d times, want once", asked)
+	}
+}

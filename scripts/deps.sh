@@ -24,8 +24,12 @@
 # server, so the package's service is neither started (policy-rc.d below)
 # nor enabled. Its promtool lints the exposition (metrics/) and tests the
 # shipped alert rules (make rules). nginx is the reverse proxy of PiKVM's
-# layout: tools/webtest runs it configured as PiKVM's in front of the daemon
-# (its service, like prometheus's, is neither started nor enabled).
+# layout: tools/webtest runs it configured as PiKVM's in front of the daemon,
+# and the booted-system test serves PiKVM's own web pages from it (its
+# service, like prometheus's, is neither started nor enabled).
+# ustreamer, PiKVM's MJPEG streamer, is the program the daemon runs for video
+# (package streamer): its tests run it without a capture device, where it
+# serves its "NO SIGNAL" picture over its unix socket.
 # The booted-system test (make image-test, imagetest/): mmdebstrap builds a
 # Debian arm64 system from Debian's packages, running their maintainer
 # scripts under qemu-user-static through binfmt_misc (arch-test is how
@@ -64,6 +68,7 @@ if [ "$mode" != install ]; then
 		command -v sfdisk >/dev/null 2>&1 || [ -x /usr/sbin/sfdisk ] || need="$need fdisk"
 		command -v shellcheck >/dev/null 2>&1 || need="$need shellcheck"
 		command -v chromium >/dev/null 2>&1 || need="$need chromium"
+		command -v ustreamer >/dev/null 2>&1 || need="$need ustreamer"
 		[ -x /usr/sbin/nginx ] || need="$need nginx"
 		{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need="$need prometheus"
 		# OpenLDAP's server and tools, and FreeRADIUS, for the external

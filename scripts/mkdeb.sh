@@ -115,6 +115,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $size
 Depends: systemd
+Recommends: ustreamer
 Suggests: systemd-journal-remote
 Section: admin
 Priority: optional
@@ -122,7 +123,9 @@ Description: KVM-over-IP HTTP API daemon for Raspberry Pi
  kvmd serves the HTTP API of a Raspberry Pi KVM-over-IP appliance: board
  and hardware information (temperature, throttling, memory, CPU, video
  capture, GPIO) and the system journal, behind password logins with
- optional two-factor authentication, over HTTPS.
+ optional two-factor authentication, over HTTPS. It runs ustreamer on
+ the capture device for the host's screen (the console page, PiKVM's
+ streamer API), when ustreamer is installed.
  .
  This package is for machines that run Raspberry Pi OS rather than the
  full appliance image. It installs the daemon, its systemd units (socket

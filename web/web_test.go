@@ -29,7 +29,7 @@ func readAll(t *testing.T) map[string]string {
 func TestFilesPresent(t *testing.T) {
 	files := readAll(t)
 	for _, name := range []string{
-		"login.html", "index.html", "logs.html", "app.css", "common.js",
+		"login.html", "index.html", "console.html", "console.js", "logs.html", "app.css", "common.js",
 		"login.js", "dashboard.js", "logs.js", "favicon.svg", "msd.js",
 		"sessions.html", "sessions.js", "tokens.html", "tokens.js", "users.html", "users.js", "twofactor.html", "twofactor.js",
 	} {

@@ -17,6 +17,7 @@ import (
 	"kvmd/auth"
 	"kvmd/httpd"
 	"kvmd/metrics"
+	"kvmd/streamer"
 )
 
 // Config is the configuration of kvmd serve. Every field is a flag and a
@@ -41,6 +42,16 @@ type Config struct {
 	MetricsNames    []string      `yaml:"metrics-names"`
 	MSDDir          string        `yaml:"msd-dir"`
 	Demo            bool          `yaml:"demo"`
+
+	// The video streamer (package streamer): ustreamer, run on demand.
+	Streamer              string        `yaml:"streamer"`
+	StreamerDir           string        `yaml:"streamer-dir"`
+	StreamerShutdownDelay time.Duration `yaml:"streamer-shutdown-delay"`
+	StreamerForever       bool          `yaml:"streamer-forever"`
+	StreamerQuality       int           `yaml:"streamer-quality"`
+	StreamerDesiredFPS    int           `yaml:"streamer-desired-fps"`
+	StreamerResolution    string        `yaml:"streamer-resolution"`
+	StreamerArgs          []string      `yaml:"streamer-args"`
 
 	// Reverse proxies and connection caps.
 	TrustedProxy             []string `yaml:"trusted-proxy"`
@@ -96,6 +107,10 @@ func defaultConfig() Config {
 		AuthTimeout:              auth.DefaultTimeout,
 		RADIUSRetries:            2,
 		RADIUSNASID:              "kvmd",
+		Streamer:                 "ustreamer",
+		StreamerShutdownDelay:    streamer.DefaultShutdownDelay,
+		StreamerQuality:          streamer.DefaultQuality,
+		StreamerDesiredFPS:       streamer.DefaultDesiredFPS,
 	}
 }
 
@@ -154,6 +169,14 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.Var(&listFlag{list: &cfg.MetricsNames}, "metrics-names", "metric `names` of /api/export/prometheus/metrics: kvmd (kvmd_*), pikvm (PiKVM's pikvm_*), or both (repeatable or comma-separated)")
 	fs.StringVar(&cfg.MSDDir, "msd-dir", cfg.MSDDir, "image storage `dir` of the virtual media drive (/api/msd); empty turns virtual media off")
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode, in demo builds only (make run): throwaway users file with a generated password, printed at start, a bundled board with fake GPIO pins and capture device")
+	fs.StringVar(&cfg.Streamer, "streamer", cfg.Streamer, "the video streamer `program`, ustreamer: a path, or a name looked up in PATH (absent: the streamer endpoints answer 503)")
+	fs.StringVar(&cfg.StreamerDir, "streamer-dir", cfg.StreamerDir, "`dir` of the streamer's unix socket (default: systemd's RuntimeDirectory, else a new temporary one)")
+	fs.DurationVar(&cfg.StreamerShutdownDelay, "streamer-shutdown-delay", cfg.StreamerShutdownDelay, "stop the streamer this long after its last client left")
+	fs.BoolVar(&cfg.StreamerForever, "streamer-forever", cfg.StreamerForever, "keep the streamer running without clients")
+	fs.IntVar(&cfg.StreamerQuality, "streamer-quality", cfg.StreamerQuality, "JPEG quality of the stream, 1 to 100, until set_params changes it")
+	fs.IntVar(&cfg.StreamerDesiredFPS, "streamer-desired-fps", cfg.StreamerDesiredFPS, "frame rate of the stream, 0 (the source's) to 90, until set_params changes it")
+	fs.StringVar(&cfg.StreamerResolution, "streamer-resolution", cfg.StreamerResolution, "capture resolution of a USB dongle, `WxH`, one of kvmd's list (default 1920x1080)")
+	fs.Var(&listFlag{list: &cfg.StreamerArgs}, "streamer-arg", "an `option` added to ustreamer's command line, after the daemon's own (repeatable)")
 	fs.Var(&listFlag{list: &cfg.TrustedProxy}, "trusted-proxy", "`network` (CIDR, or one address) of a reverse proxy whose X-Real-IP, X-Forwarded-For or Forwarded is believed over TCP (repeatable; the unix socket always is)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most connections open at once; beyond, the oldest idle or slow one is closed, or the new one if all are busy")
 	fs.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", cfg.MaxConnectionsPerAddress, "most connections open at once from one client address (IPv6: one /64; trusted proxies and the unix socket exempt)")
@@ -246,6 +269,9 @@ func (c *Config) check() error {
 	}
 	if c.MaxWebSocketsPerUser < 1 {
 		return errors.New("--max-websockets-per-user must be at least 1")
+	}
+	if err := c.checkStreamer(); err != nil {
+		return err
 	}
 	return c.checkAuth()
 }

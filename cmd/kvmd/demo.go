@@ -13,10 +13,10 @@ import (
 )
 
 // setupDemo starts --demo (package demo) on the settings left at their
-// defaults, and returns the fake capture device and firmware mailbox, the
-// stand-in host of the keyboard and mouse, the
-// logger that also writes to the demo journal, and what undoes it.
-func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mailbox, hidOpener, *slog.Logger, func(), error) {
+// defaults, and returns the fake capture device, firmware mailbox and
+// streamer, the stand-in host of the keyboard and mouse, the logger that
+// also writes to the demo journal, and what undoes it.
+func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, error) {
 	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TOTPSecret: cfg.TOTPSecret, TLS: cfg.TLSCert != ""}
 	if cfg.Root != "/" {
 		o.Root = cfg.Root
@@ -32,11 +32,11 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (hw.V4L2, hw.Mai
 	}
 	d, err := demo.Start(o, stdout, log)
 	if err != nil {
-		return nil, nil, nil, nil, nil, err
+		return demoParts{}, err
 	}
 	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
 	cfg.MSDDir = d.MSDDir
-	return d.V4L2, d.Mailbox, d.HIDOpen, d.Log(log), d.Close, nil
+	return demoParts{v4l2: d.V4L2, mailbox: d.Mailbox, hidOpen: d.HIDOpen, log: d.Log(log), streamer: d.Streamer, stop: d.Close}, nil
 }
 
 // msdDrive is the virtual media's LUN: in demo mode a stand-in that keeps

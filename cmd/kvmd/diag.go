@@ -103,12 +103,12 @@ func diagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var mailbox hw.Mailbox
 	if cfg.Demo {
 		// The demo's password line is no part of the bundle's output.
-		fake, fakeMailbox, _, _, stop, err := setupDemo(&cfg, io.Discard, log)
+		d, err := setupDemo(&cfg, io.Discard, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		v4l2, mailbox = fake, fakeMailbox
+		defer d.stop()
+		v4l2, mailbox = d.v4l2, d.mailbox
 	} else if cfg.Root == "/" {
 		mailbox = hw.VCIO{}
 		hw.InitGPIO() // as serve: the board's pins; none is no failure here

@@ -43,8 +43,11 @@ func TestInfoGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			addr := testutil.FreeAddr(t)
+			// No streamer program: system.streamer would be this
+			// machine's ustreamer, which no board tree holds.
 			d := startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr,
-				"--root", root, "--meta", meta, "--extras", filepath.Join(root, "no-extras"), "--access-log=false")
+				"--root", root, "--meta", meta, "--extras", filepath.Join(root, "no-extras"), "--access-log=false",
+				"--streamer", "/nonexistent/ustreamer")
 			d.stderr.wait(t, `kvmd listening`)
 			for _, q := range []string{"", "legacy=0"} {
 				got := infoJSON(t, "http://"+addr+"/api/info?"+q)

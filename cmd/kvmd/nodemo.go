@@ -16,8 +16,8 @@ import (
 // journal never ship to a device.
 var errNoDemo = errors.New("--demo: this build has no demo mode; build with make run (go build -tags demo ./cmd/kvmd)")
 
-func setupDemo(*Config, io.Writer, *slog.Logger) (hw.V4L2, hw.Mailbox, hidOpener, *slog.Logger, func(), error) {
-	return nil, nil, nil, nil, nil, errNoDemo
+func setupDemo(*Config, io.Writer, *slog.Logger) (demoParts, error) {
+	return demoParts{}, errNoDemo
 }
 
 // msdDrive is the gadget's LUN, read and written under cfg.Root.

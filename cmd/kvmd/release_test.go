@@ -65,7 +65,7 @@ func TestReleaseDeps(t *testing.T) {
 		}
 	}
 	bad := strings.Join(badDeps(t, "linux", "amd64", "demo"), "\n")
-	for _, want := range []string{"periph.io/x/conn/v3/gpio/gpiotest", "kvmd/hw/v4l2test", "kvmd/hw/mailboxtest", "kvmd/internal/fixture", "kvmd/journal/demo", "kvmd/hid/hidtest", "kvmd/msd/msdtest"} {
+	for _, want := range []string{"periph.io/x/conn/v3/gpio/gpiotest", "kvmd/hw/v4l2test", "kvmd/hw/mailboxtest", "kvmd/streamer/streamertest", "kvmd/internal/fixture", "kvmd/journal/demo", "kvmd/hid/hidtest", "kvmd/msd/msdtest"} {
 		if !strings.Contains(bad, want+" (") {
 			t.Errorf("the check misses %s in the demo build; it found:\n%s", want, bad)
 		}

@@ -26,6 +26,7 @@ import (
 	"kvmd/info"
 	"kvmd/journal"
 	"kvmd/metrics"
+	"kvmd/streamer"
 	"kvmd/web"
 )
 
@@ -38,14 +39,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	// A fixture root gets none (the demo a fake), so that no test or
 	// demo ever asks the host's firmware.
 	var mailbox hw.Mailbox
+	var launcher streamer.Launcher
 	var hidOpen hidOpener
 	if cfg.Demo {
-		fake, fakeMailbox, demoHID, demoLog, stop, err := setupDemo(&cfg, stdout, log)
+		d, err := setupDemo(&cfg, stdout, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		v4l2, mailbox, hidOpen, log = fake, fakeMailbox, demoHID, demoLog
+		defer d.stop()
+		v4l2, mailbox, hidOpen, log, launcher = d.v4l2, d.mailbox, d.hidOpen, d.log, d.streamer
 	} else if cfg.Root == "/" {
 		mailbox = hw.VCIO{}
 		// periph's drivers register the board's real GPIO pins. On a
@@ -98,9 +100,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if a.External, err = external(cfg, users, authLog); err != nil {
 		return err
 	}
+	if launcher == nil {
+		launcher = streamer.Exec{Path: cfg.Streamer}
+	}
 	src := info.New(info.Config{
 		FS: hw.New(cfg.Root), V4L2: v4l2, Mailbox: mailbox, MetaPath: cfg.Meta, ExtrasDir: cfg.Extras,
 		Version: version, TwoFactor: a.TwoFactor, Log: log.With("component", "info"),
+		Streamer: streamerProgram(ctx, cfg.Streamer, launcher),
 	})
 	log.Info("board", "root", cfg.Root, "board", src.Profile().Board)
 	proxies, err := cfg.trustedProxies()
@@ -150,6 +156,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopDevices()
+	stopStreamer, err := startStreamer(ctx, cfg, src, launcher, hcfg.Devices, log.With("component", "streamer"))
+	if err != nil {
+		return err
+	}
+	defer stopStreamer()
 	if cfg.TOTPSecret != "" {
 		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: authLog, TOTP: tfa}
 		hcfg.TwoFactorOn = a.TwoFactor
@@ -201,6 +212,16 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		<-stopping // systemd hears STOPPING=1 before the process is gone
 	}
 	return err
+}
+
+// demoParts are what --demo puts in place of the machine's own.
+type demoParts struct {
+	v4l2     hw.V4L2
+	mailbox  hw.Mailbox
+	hidOpen  hidOpener
+	log      *slog.Logger
+	streamer streamer.Launcher
+	stop     func()
 }
 
 // external returns what checks the passwords of the users that are not

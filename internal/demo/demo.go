@@ -5,12 +5,15 @@
 // images, and fakes for the things no fixture tree can hold: a GPIO chip
 // (pins registered with periph, as its drivers
 // register real ones), a V4L2 capture device (answering DV timings for a
-// 1080p60 source) and the firmware's mailbox (no throttling, now or since
-// boot), and a host computer for the keyboard and mouse (hid.go).
+// 1080p60 source), a streamer serving a generated picture of that size
+// (streamertest, in place of ustreamer), the firmware's mailbox (no
+// throttling, now or since boot), and a host computer for the keyboard
+// and mouse (hid.go).
 //
-// It holds test fakes (periph's gpiotest, hw/v4l2test, hw/mailboxtest), so
-// only the demo build of kvmd imports it (go build -tags demo, as make run
-// does); a test keeps it out of the release binary.
+// It holds test fakes (periph's gpiotest, hw/v4l2test, hw/mailboxtest,
+// streamer/streamertest), so only the demo build of kvmd imports it (go
+// build -tags demo, as make run does); a test keeps it out of the release
+// binary.
 package demo
 
 import (
@@ -37,6 +40,8 @@ import (
 	"kvmd/internal/fixture"
 	"kvmd/internal/slogjournal"
 	demojournal "kvmd/journal/demo"
+	"kvmd/streamer"
+	"kvmd/streamer/streamertest"
 )
 
 // Options are the operator's settings; an empty one gets the demo's own.
@@ -65,6 +70,9 @@ type Demo struct {
 	MSDDir  string
 	V4L2    hw.V4L2
 	Mailbox hw.Mailbox
+	// Streamer serves a generated picture (Picture) where ustreamer would
+	// serve the capture's.
+	Streamer streamer.Launcher
 	// Journal is the demo journal, nil when it could not be started (then
 	// /api/log answers 503 saying why).
 	Journal *demojournal.Journal
@@ -202,6 +210,10 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 		}
 	}
 	d.V4L2 = fake
+	d.Streamer = &streamertest.Launcher{
+		Program: streamer.Program{Version: "demo", Features: map[string]bool{}},
+		Source:  Picture, Width: pictureWidth, Height: pictureHeight,
+	}
 	// What vcgencmd get_throttled prints on a healthy board: throttled=0x0
 	// (board/testdata/SOURCES.md, dog5).
 	d.Mailbox = mailboxtest.New(0)

@@ -17,7 +17,7 @@ import (
 // real browser: a page on another site (localhost, where the device is
 // 127.0.0.1: two sites to the browser) posts user, passwd, expire and
 // redirect=/kvm/ to /api/auth/login, and the browser must land on the
-// dashboard, logged in. The session cookie is SameSite=Strict, which the
+// console (PiKVM's /kvm/ is its KVM page), logged in. The session cookie is SameSite=Strict, which the
 // first page load after the cross-site post goes without; the login page
 // finds the session and moves on (web/static/login.js).
 func TestLoginFormRecipe(t *testing.T) {
@@ -49,14 +49,14 @@ func TestLoginFormRecipe(t *testing.T) {
 	var where string
 	for time.Now().Before(deadline) {
 		chromedp.Run(ctx, chromedp.Evaluate(`location.host + location.pathname + location.search`, &where))
-		if where == addr+"/" {
+		if where == addr+"/console" {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if where != addr+"/" {
-		t.Fatalf("the recipe landed on %q, want the dashboard %s/", where, addr)
+	if where != addr+"/console" {
+		t.Fatalf("the recipe landed on %q, want the console %s/console", where, addr)
 	}
-	act(t, ctx, "the dashboard", chromedp.WaitVisible(`#board-model`, chromedp.ByQuery), ready)
-	waitText(t, ctx, "#board-model", "Raspberry Pi 4")
+	act(t, ctx, "the console", chromedp.WaitVisible(`#screen`, chromedp.ByQuery), ready)
+	waitText(t, ctx, "#con-status", "1920×1080")
 }

@@ -13,8 +13,10 @@
 package main
 
 import (
+	"archive/zip"
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"flag"
 	"fmt"
 	"io"
@@ -80,10 +82,15 @@ var Layouts = []Layout{
 
 func main() {
 	out := flag.String("out", "../hid/keymaps", "directory to write the keymaps to")
+	zipPath := flag.String("zip", "../hid/keymaps.zip", "the archive of the directory's files that the daemon embeds")
 	keysymdef := flag.String("keysymdef", "/usr/include/X11/keysymdef.h", "X11's keysymdef.h")
 	xkbcli := flag.String("xkbcli", "xkbcli", "libxkbcommon's xkbcli")
 	flag.Parse()
-	if err := run(*out, *keysymdef, *xkbcli); err != nil {
+	err := run(*out, *keysymdef, *xkbcli)
+	if err == nil {
+		err = writeZip(*zipPath, *out)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "genkeymaps:", err)
 		os.Exit(1)
 	}
@@ -118,6 +125,42 @@ func run(out, keysymdef, xkbcli string) error {
 		}
 	}
 	return nil
+}
+
+// writeZip writes the regular files of dir, sorted by name, into a zip
+// archive at path, deflated at the best compression and without times, so
+// that the same files make the same archive. The daemon embeds the archive
+// (package hid), not the directory: a tenth of the size.
+func writeZip(path, dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) {
+		return flate.NewWriter(w, flate.BestCompression)
+	})
+	for _, e := range ents { // ReadDir sorts them
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: e.Name(), Method: zip.Deflate})
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
 // xkbDataVersion is Debian's version of xkb-data, for the files' headers.

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/jpeg"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"kvmd/internal/fixture"
+	"kvmd/internal/testutil"
+)
+
+// TestStreamerDir: the socket's directory is --streamer-dir, else systemd's
+// RuntimeDirectory= (the ustreamer one of several), else a temporary one
+// removed at the end; each the daemon's user's alone.
+func TestStreamerDir(t *testing.T) {
+	base := t.TempDir()
+	for _, tt := range []struct {
+		name, flag, env, want string
+	}{
+		{"flag", filepath.Join(base, "flag"), filepath.Join(base, "env"), filepath.Join(base, "flag")},
+		{"systemd", "", filepath.Join(base, "rt"), filepath.Join(base, "rt")},
+		{"systemd, several", "", filepath.Join(base, "a") + ":" + filepath.Join(base, "kvmd/ustreamer") + ":" + filepath.Join(base, "b"), filepath.Join(base, "kvmd/ustreamer")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("RUNTIME_DIRECTORY", tt.env)
+			dir, cleanup, err := streamerDir(tt.flag)
+			if err != nil || dir != tt.want {
+				t.Fatalf("streamerDir: %q %v, want %q", dir, err, tt.want)
+			}
+			if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+				t.Errorf("%s: %v %v, want a 0700 directory", dir, fi.Mode(), err)
+			}
+			cleanup()
+			if _, err := os.Stat(dir); err != nil {
+				t.Errorf("the cleanup removed %s, which is not the daemon's to remove", dir)
+			}
+		})
+	}
+	t.Setenv("RUNTIME_DIRECTORY", "")
+	dir, cleanup, err := streamerDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, want a 0700 directory", dir, err)
+	}
+	cleanup()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the temporary directory %s outlived the cleanup: %v", dir, err)
+	}
+}
+
+// getAs sends GET path to the daemon at addr as admin and returns the
+// answer.
+func getAs(t *testing.T, addr, path, passwd string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+	req.SetBasicAuth("admin", passwd)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// TestServeStreamer runs kvmd serve on a Raspberry Pi 4's tree (a
+// TC358743 on unicam) with Debian's ustreamer: the capture node is not
+// on this machine, so ustreamer serves its "NO SIGNAL" picture, which a
+// snapshot gets with allow_offline and only then; the socket is in the
+// given directory; the daemon's log has ustreamer's. Then with a
+// --streamer that does not exist: the rest of the API works, and the
+// streamer endpoints say what is missing.
+func TestServeStreamer(t *testing.T) {
+	ustreamer := testutil.NeedTool(t, "ustreamer", "ustreamer")
+	root := t.TempDir()
+	if err := fixture.UnpackFile("../../board/testdata/rpi4.ttar", root); err != nil {
+		t.Fatal(err)
+	}
+	sockDir, err := os.MkdirTemp("", "kvst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sockDir)
+	users := usersFile(t, "admin", "pw")
+	addr := testutil.FreeAddr(t)
+	d := startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr, "--root", root,
+		"--streamer", ustreamer, "--streamer-dir", sockDir, "--streamer-shutdown-delay", "1s")
+	d.stderr.wait(t, `kvmd listening`)
+	d.stderr.wait(t, `video streamer.*version=4\.`)
+
+	resp, body := getAs(t, addr, "/api/streamer/snapshot?allow_offline=1", "pw")
+	if resp.StatusCode != 200 || resp.Header.Get("X-UStreamer-Online") != "false" {
+		t.Fatalf("snapshot: %d %v %.200s", resp.StatusCode, resp.Header, body)
+	}
+	if cfg, err := jpeg.DecodeConfig(bytes.NewReader(body)); err != nil || cfg.Width != 640 {
+		t.Errorf("ustreamer's placeholder: %+v %v", cfg, err)
+	}
+	if _, err := os.Stat(filepath.Join(sockDir, "ustreamer.sock")); err != nil {
+		t.Errorf("the socket is not in --streamer-dir: %v", err)
+	}
+	d.stderr.wait(t, `ustreamer: .*Using V4L2 device: /dev/video0`)
+	if resp, body := getAs(t, addr, "/api/streamer/snapshot", "pw"); resp.StatusCode != 503 || !strings.Contains(string(body), "No signal") {
+		t.Errorf("snapshot of the placeholder: %d %s, want 503 saying no signal", resp.StatusCode, body)
+	}
+	var st struct {
+		Result struct {
+			Features map[string]bool `json:"features"`
+			Streamer *struct {
+				Encoder struct{ Type string } `json:"encoder"`
+			} `json:"streamer"`
+		} `json:"result"`
+	}
+	_, body = getAs(t, addr, "/api/streamer", "pw")
+	if err := json.Unmarshal(body, &st); err != nil || !st.Result.Features["quality"] || st.Result.Streamer == nil || st.Result.Streamer.Encoder.Type != "CPU" {
+		t.Errorf("/api/streamer: %s", body)
+	}
+	d.stderr.wait(t, `streamer started.*--device=/dev/video0 --persistent --dv-timings --format=UYVY`)
+	// kvmd's system.streamer: the program, as --version and --features say.
+	if _, body := getAs(t, addr, "/api/info?fields=system", "pw"); !strings.Contains(string(body), `"streamer":{"app":"ustreamer","version":"4.`) ||
+		!strings.Contains(string(body), `"HAS_PDEATHSIG":true`) {
+		t.Errorf("system.streamer: %s", body)
+	}
+	d.stderr.wait(t, `stopping the streamer.*why="no clients"`)
+	if err := d.stop(t); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+
+	// No ustreamer.
+	addr = testutil.FreeAddr(t)
+	d = startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr, "--root", root,
+		"--streamer", "/nonexistent/ustreamer")
+	d.stderr.wait(t, `no video streamer: the streamer endpoints answer 503`)
+	d.stderr.wait(t, `kvmd listening`)
+	if resp, body := getAs(t, addr, "/api/auth/check", "pw"); resp.StatusCode != 200 {
+		t.Errorf("auth/check without ustreamer: %d %s", resp.StatusCode, body)
+	}
+	start := time.Now()
+	if resp, body := getAs(t, addr, "/api/streamer/snapshot", "pw"); resp.StatusCode != 503 || !strings.Contains(string(body), "ustreamer is not installed") {
+		t.Errorf("snapshot without ustreamer: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := getAs(t, addr, "/streamer/stream", "pw"); resp.StatusCode != 503 || !strings.Contains(string(body), "not installed") {
+		t.Errorf("stream without ustreamer: %d %s", resp.StatusCode, body)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the answers took %v", took)
+	}
+	if _, body := getAs(t, addr, "/api/streamer", "pw"); !strings.Contains(string(body), `"error":"ustreamer is not installed"`) {
+		t.Errorf("/api/streamer without ustreamer: %s", body)
+	}
+}

@@ -1,0 +1,63 @@
+package demo
+
+import (
+	"image"
+	"image/color"
+	"image/draw"
+	"time"
+
+	xdraw "golang.org/x/image/draw"
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/math/fixed"
+)
+
+// The demo's capture: what its fake capture device reports (1080p60), and
+// the picture its stand-in streamer serves.
+const (
+	pictureWidth  = 1920
+	pictureHeight = 1080
+)
+
+// barColours are the eight bars of the ITU-R 75 % colour-bar sequence
+// (white, yellow, cyan, green, magenta, red and blue at 75 %, then black),
+// the picture vivid shows by default (drivers/media/common/v4l2-tpg/
+// v4l2-tpg-core.c, tpg_get_color), so that the demo's console looks like
+// the booted test's.
+var barColours = []color.RGBA{
+	{191, 191, 191, 255}, {191, 191, 0, 255}, {0, 191, 191, 255}, {0, 191, 0, 255},
+	{191, 0, 191, 255}, {191, 0, 0, 255}, {0, 0, 191, 255}, {0, 0, 0, 255},
+}
+
+// Picture draws the demo's picture at t: colour bars over two thirds of
+// the frame, and below them a band with the words "kvmd demo", the clock,
+// and a square that moves one step a second, so that a newcomer sees the
+// console is live.
+func Picture(t time.Time, w, h int) image.Image {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	barsH := h * 2 / 3
+	for i, c := range barColours {
+		r := image.Rect(i*w/len(barColours), 0, (i+1)*w/len(barColours), barsH)
+		draw.Draw(img, r, image.NewUniform(c), image.Point{}, draw.Src)
+	}
+	draw.Draw(img, image.Rect(0, barsH, w, h), image.NewUniform(color.RGBA{16, 16, 40, 255}), image.Point{}, draw.Src)
+	// The moving square: a step a second across the band.
+	step := w / 60
+	x := int(t.Unix()%60) * step
+	draw.Draw(img, image.Rect(x, h-step, x+step, h), image.NewUniform(color.RGBA{255, 200, 0, 255}), image.Point{}, draw.Src)
+	scale := max(1, h/240)
+	text(img, "kvmd demo: a generated picture, not a capture device", w/20, barsH+h/12, scale)
+	text(img, t.Format("2006-01-02 15:04:05"), w/20, barsH+h/12+20*scale, scale)
+	return img
+}
+
+// text writes s in white with the 7x13 bitmap font, scale times its size,
+// its top left at x, y.
+func text(dst *image.RGBA, s string, x, y, scale int) {
+	face := basicfont.Face7x13
+	small := image.NewRGBA(image.Rect(0, 0, font.MeasureString(face, s).Ceil(), face.Height))
+	d := font.Drawer{Dst: small, Src: image.White, Face: face, Dot: fixed.P(0, face.Ascent)}
+	d.DrawString(s)
+	r := image.Rect(x, y, x+small.Bounds().Dx()*scale, y+small.Bounds().Dy()*scale)
+	xdraw.NearestNeighbor.Scale(dst, r, small, small.Bounds(), xdraw.Over, nil)
+}

@@ -1,0 +1,609 @@
+package streamer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"kvmd/hw"
+)
+
+// Defaults of Config's durations. The delays are kvmd's
+// (kvmd/apps/_scheme.py: reset_delay 1, shutdown_delay 10, state_poll 1,
+// timeout 2, snapshot_timeout 5).
+const (
+	DefaultShutdownDelay   = 10 * time.Second
+	DefaultResetDelay      = time.Second
+	DefaultStatePoll       = time.Second
+	DefaultRequestTimeout  = 2 * time.Second
+	DefaultSnapshotTimeout = 5 * time.Second
+	// DefaultStartTimeout bounds how long a client waits for a stopped
+	// streamer to start and open its socket: ustreamer does it in tens of
+	// milliseconds on a Pi, a second or two under emulation.
+	DefaultStartTimeout = 15 * time.Second
+	// SocketName is the streamer's socket in Config.Dir.
+	SocketName = "ustreamer.sock"
+)
+
+// The restart backoff after the streamer died: 1 s, doubled at each death
+// that follows within stableAfter of its start, up to maxBackoff.
+const (
+	maxBackoff  = 30 * time.Second
+	stableAfter = 30 * time.Second
+	// killAfter is how long a streamer asked to stop (SIGTERM) has before
+	// it is killed. It is real time, whatever the clock: it waits for a
+	// real process.
+	killAfter = 3 * time.Second
+	// readyPoll is how often a starting streamer's socket is tried.
+	readyPoll = 20 * time.Millisecond
+)
+
+// Errors of the streamer's operations.
+var (
+	// ErrNotRunning means the streamer did not come up in time to answer.
+	ErrNotRunning = errors.New("streamer: the streamer is not running")
+	// ErrOffline means the picture is not of a signal: no signal, or the
+	// streamer's placeholder.
+	ErrOffline = errors.New("streamer: no signal: the picture is offline")
+	// ErrNoSnapshot means load=1 found no saved snapshot.
+	ErrNoSnapshot = errors.New("streamer: no saved snapshot")
+	// ErrExited means the streamer ended on its own.
+	ErrExited = errors.New("streamer: ustreamer exited")
+)
+
+// Config is what New needs; zero durations take the defaults.
+type Config struct {
+	// Launcher starts the streamer (Exec{Path: "ustreamer"} on a device).
+	Launcher Launcher
+	// Dir is the directory of the streamer's socket, which only the
+	// daemon's user may enter.
+	Dir string
+	// Capture finds the capture device at each start (FindCapture); a USB
+	// dongle may come and go.
+	Capture func() (Capture, error)
+	// Signal is the daemon's own reading of the capture (hw.ReadVideo):
+	// the truth for the signal, which ustreamer 4.9 does not report. Nil,
+	// or a nil answer: not known.
+	Signal func() *hw.Video
+
+	// The params' defaults and limits (kvmd's streamer section); zero
+	// takes kvmd's defaults, and Resolutions DongleResolutions.
+	Quality                      int
+	DesiredFPS                   int
+	DesiredFPSMin, DesiredFPSMax int
+	Resolution                   string
+	Resolutions                  []string
+	// ExtraArgs go after the options Args chooses (kvmd's cmd_append).
+	ExtraArgs []string
+	// Forever keeps the streamer running without clients (kvmd's
+	// streamer.forever).
+	Forever bool
+
+	ShutdownDelay, ResetDelay, StatePoll time.Duration
+	StartTimeout, RequestTimeout         time.Duration
+	SnapshotTimeout                      time.Duration
+	// Clock runs the delays: the shutdown delay, the reset delay, the
+	// restart backoff and the state poll. Nil: the real clock.
+	Clock clockwork.Clock
+	Log   *slog.Logger
+	// Publish receives the events for /api/ws: "streamer" with the parts
+	// of the state that changed (kvmd's granularity), "clients" with the
+	// count of WebSocket stream clients. It must not block.
+	Publish func(eventType string, event any)
+}
+
+// Streamer runs ustreamer on demand and answers for it. Create it with
+// New; Run runs it.
+type Streamer struct {
+	cfg  Config
+	sock string
+	hc   *http.Client // to the streamer's socket
+	log  *slog.Logger
+	kick chan struct{} // wakes Run
+	note chan struct{} // wakes the state watcher
+
+	mu       sync.Mutex
+	refs     int // holders of Acquire
+	viewers  int // WebSocket stream clients
+	params   Params
+	cur      *instance
+	changed  chan struct{} // closed and replaced when cur or lastErr change
+	lastErr  error         // why the last start failed, or how the last streamer ended
+	attempts int           // start attempts so far
+	retry    bool          // a new client came while a start failed: try again now
+	resetReq bool
+	program  *Program
+	capture  Capture // the last one found
+	saved    *Snapshot
+	last     map[string]any // the last state published
+	preview  previewCache
+}
+
+// instance is one run of the streamer.
+type instance struct {
+	proc    Process
+	started time.Time
+	ready   chan struct{} // closed when its socket accepts connections
+	exited  chan struct{} // closed when it ended; err is then set
+	err     error
+	stopped atomic.Bool // the daemon asked it to end
+}
+
+// New returns a streamer for cfg.
+func New(cfg Config) *Streamer {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.ShutdownDelay, DefaultShutdownDelay)
+	def(&cfg.ResetDelay, DefaultResetDelay)
+	def(&cfg.StatePoll, DefaultStatePoll)
+	def(&cfg.StartTimeout, DefaultStartTimeout)
+	def(&cfg.RequestTimeout, DefaultRequestTimeout)
+	def(&cfg.SnapshotTimeout, DefaultSnapshotTimeout)
+	if cfg.Quality == 0 {
+		cfg.Quality = DefaultQuality
+	}
+	if cfg.DesiredFPS == 0 && cfg.DesiredFPSMax == 0 {
+		cfg.DesiredFPS = DefaultDesiredFPS
+	}
+	if cfg.DesiredFPSMax == 0 {
+		cfg.DesiredFPSMin, cfg.DesiredFPSMax = DefaultDesiredFPSMin, DefaultDesiredFPSMax
+	}
+	if len(cfg.Resolutions) == 0 {
+		cfg.Resolutions = DongleResolutions
+	}
+	if cfg.Resolution == "" {
+		cfg.Resolution = cfg.Resolutions[0]
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Publish == nil {
+		cfg.Publish = func(string, any) {}
+	}
+	if cfg.Capture == nil {
+		cfg.Capture = func() (Capture, error) { return Capture{}, ErrNoCapture }
+	}
+	s := &Streamer{
+		cfg:     cfg,
+		sock:    filepath.Join(cfg.Dir, SocketName),
+		log:     cfg.Log,
+		kick:    make(chan struct{}, 1),
+		note:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
+		params:  Params{Quality: cfg.Quality, DesiredFPS: cfg.DesiredFPS, Resolution: cfg.Resolution},
+	}
+	s.hc = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", s.sock)
+		},
+		// One connection per request: a restarted streamer leaves no
+		// pooled connection to the old one behind.
+		DisableKeepAlives: true,
+		// ustreamer sends a stream's headers with its first frame, within
+		// a second even of a placeholder.
+		ResponseHeaderTimeout: cfg.StartTimeout,
+		DisableCompression:    true,
+	}}
+	return s
+}
+
+// Socket is the path of the streamer's unix socket.
+func (s *Streamer) Socket() string { return s.sock }
+
+func (s *Streamer) wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Acquire says a client needs the streamer: it starts, if it is not
+// running, and stays until every Acquire has been released and the
+// shutdown delay has passed with none.
+func (s *Streamer) Acquire() (release func()) {
+	s.mu.Lock()
+	s.refs++
+	s.retry = true
+	s.mu.Unlock()
+	s.wake(s.kick)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.refs--
+			s.mu.Unlock()
+			s.wake(s.kick)
+		})
+	}
+}
+
+// AddViewer counts a WebSocket client that asked for the stream (kvmd's
+// stream=1): it holds the streamer as Acquire does, and the "clients"
+// event carries the count.
+func (s *Streamer) AddViewer() (remove func()) {
+	release := s.Acquire()
+	s.mu.Lock()
+	s.viewers++
+	n := s.viewers
+	s.mu.Unlock()
+	s.cfg.Publish("clients", map[string]int{"count": n})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.viewers--
+			n := s.viewers
+			s.mu.Unlock()
+			release()
+			s.cfg.Publish("clients", map[string]int{"count": n})
+		})
+	}
+}
+
+// Viewers is the count of WebSocket stream clients.
+func (s *Streamer) Viewers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.viewers
+}
+
+// Reset restarts the streamer if it runs (kvmd's /streamer/reset): it
+// stops at once and starts again after the reset delay.
+func (s *Streamer) Reset() {
+	s.mu.Lock()
+	s.resetReq = true
+	s.mu.Unlock()
+	s.wake(s.kick)
+}
+
+// Running reports the process id of the running streamer, 0 when none.
+func (s *Streamer) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return 0
+	}
+	select {
+	case <-s.cur.exited:
+		return 0
+	default:
+		return s.cur.proc.Pid()
+	}
+}
+
+// setCur records the running instance, or none and why.
+func (s *Streamer) setCur(inst *instance, err error) {
+	s.mu.Lock()
+	s.cur, s.lastErr = inst, err
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	s.wake(s.note)
+}
+
+func (s *Streamer) wanted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refs > 0 || s.cfg.Forever
+}
+
+// Run runs the streamer while it is wanted, and watches its state for
+// Publish, until ctx ends; then it stops the streamer and returns.
+func (s *Streamer) Run(ctx context.Context) {
+	watchDone := make(chan struct{})
+	wctx, stopWatch := context.WithCancel(ctx)
+	go func() { defer close(watchDone); s.watch(wctx) }()
+	defer func() { stopWatch(); <-watchDone }()
+
+	var (
+		cur          *instance
+		stopT, waitT clockwork.Timer
+		failures     int
+	)
+	timerC := func(t clockwork.Timer) <-chan time.Time {
+		if t == nil {
+			return nil
+		}
+		return t.Chan()
+	}
+	cancel := func(t *clockwork.Timer) {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
+	}
+	defer func() {
+		cancel(&stopT)
+		cancel(&waitT)
+		if cur != nil {
+			s.stop(cur, "the daemon is stopping")
+			s.setCur(nil, nil)
+		}
+	}()
+	for {
+		s.mu.Lock()
+		want := s.refs > 0 || s.cfg.Forever
+		reset, retry := s.resetReq, s.retry
+		s.resetReq, s.retry = false, false
+		permanent := errors.Is(s.lastErr, ErrNotInstalled) || errors.Is(s.lastErr, ErrNoCapture)
+		s.mu.Unlock()
+
+		if reset && cur != nil {
+			s.stop(cur, "reset")
+			cur = nil
+			s.setCur(nil, nil)
+			cancel(&stopT)
+			cancel(&waitT)
+			waitT = s.cfg.Clock.NewTimer(s.cfg.ResetDelay)
+		}
+		if want && stopT != nil {
+			cancel(&stopT)
+			s.log.Info("streamer stop cancelled: a client came")
+		}
+		if retry && permanent && cur == nil {
+			// A client now, where the last start found no program or
+			// no capture device: look again at once.
+			cancel(&waitT)
+		}
+		if want && cur == nil && waitT == nil {
+			inst, err := s.start(ctx)
+			if err != nil {
+				failures++
+				d := backoff(failures)
+				s.log.Warn("streamer not started", "err", err, "retry_in", d.String())
+				s.setCur(nil, err)
+				waitT = s.cfg.Clock.NewTimer(d)
+			} else {
+				cur = inst
+				s.setCur(inst, nil)
+			}
+		}
+		if !want && cur != nil && stopT == nil {
+			s.log.Info("no streamer clients: stopping the streamer after the shutdown delay", "delay", s.cfg.ShutdownDelay.String())
+			stopT = s.cfg.Clock.NewTimer(s.cfg.ShutdownDelay)
+		}
+		if !want && cur == nil {
+			// Nobody waits for a restart: none until a client comes.
+			cancel(&waitT)
+			failures = 0
+		}
+
+		var exited <-chan struct{}
+		if cur != nil {
+			exited = cur.exited
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		case <-timerC(stopT):
+			stopT = nil
+			if !s.wanted() && cur != nil {
+				s.stop(cur, "no clients")
+				cur = nil
+				s.setCur(nil, nil)
+				failures = 0
+			}
+		case <-timerC(waitT):
+			waitT = nil
+		case <-exited:
+			ran := s.cfg.Clock.Since(cur.started)
+			if ran >= stableAfter {
+				failures = 0
+			}
+			failures++
+			d := backoff(failures)
+			s.log.Warn("streamer exited", "pid", cur.proc.Pid(), "err", cur.err, "ran", ran.Round(time.Millisecond).String(), "restart_in", d.String())
+			err := fmt.Errorf("%w: %v", ErrExited, cur.err)
+			cur = nil
+			s.setCur(nil, err)
+			cancel(&stopT)
+			cancel(&waitT)
+			waitT = s.cfg.Clock.NewTimer(d)
+		}
+	}
+}
+
+// backoff is the wait before the n-th start in a row that follows a
+// failure: 1 s, 2 s, 4 s... up to maxBackoff.
+func backoff(n int) time.Duration {
+	d := time.Second
+	for i := 1; i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// start starts a streamer.
+func (s *Streamer) start(ctx context.Context) (*instance, error) {
+	s.mu.Lock()
+	s.attempts++
+	prog := s.program
+	s.mu.Unlock()
+	if prog == nil {
+		p, err := s.cfg.Launcher.Probe(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("streamer program", "version", p.Version, "features", featureList(p.Features))
+		prog = &p
+		s.mu.Lock()
+		s.program = prog
+		s.mu.Unlock()
+	}
+	c, err := s.cfg.Capture()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.capture = c
+	params := s.params
+	s.mu.Unlock()
+	if err := os.MkdirAll(s.cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("streamer: socket directory: %w", err)
+	}
+	// A socket left by a streamer that was killed would pass the
+	// readiness check before the new one listens.
+	if err := os.Remove(s.sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("streamer: removing the old socket: %w", err)
+	}
+	args := Args(*prog, c, params, s.sock, s.cfg.ExtraArgs)
+	inst := &instance{started: s.cfg.Clock.Now(), ready: make(chan struct{}), exited: make(chan struct{})}
+	var pid atomic.Int64
+	proc, err := s.cfg.Launcher.Launch(args, func(line string) { s.logLine(int(pid.Load()), line) })
+	if err != nil {
+		return nil, err
+	}
+	pid.Store(int64(proc.Pid()))
+	inst.proc = proc
+	s.log.Info("streamer started", "pid", proc.Pid(), "device", c.Device, "kind", c.Kind, "cmd", strings.Join(args, " "))
+	go func() {
+		inst.err = proc.Wait()
+		close(inst.exited)
+		s.wake(s.kick)
+	}()
+	go s.waitSocket(inst)
+	return inst, nil
+}
+
+func featureList(f map[string]bool) string {
+	var names []string
+	for k, on := range f {
+		if on {
+			names = append(names, "+"+k)
+		} else {
+			names = append(names, "-"+k)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+// waitSocket marks inst ready once its socket accepts a connection.
+func (s *Streamer) waitSocket(inst *instance) {
+	t := time.NewTicker(readyPoll)
+	defer t.Stop()
+	for {
+		if c, err := net.DialTimeout("unix", s.sock, time.Second); err == nil {
+			c.Close()
+			close(inst.ready)
+			s.log.Info("streamer ready", "pid", inst.proc.Pid(), "socket", s.sock)
+			s.wake(s.note)
+			return
+		}
+		select {
+		case <-inst.exited:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// stop ends inst and waits for its end: never two streamers at once.
+func (s *Streamer) stop(inst *instance, why string) {
+	inst.stopped.Store(true)
+	s.log.Info("stopping the streamer", "pid", inst.proc.Pid(), "why", why)
+	inst.proc.Stop()
+	select {
+	case <-inst.exited:
+	case <-time.After(killAfter):
+		s.log.Warn("the streamer did not stop in time: killing it", "pid", inst.proc.Pid())
+		inst.proc.Kill()
+		<-inst.exited
+	}
+}
+
+// logLine logs one line of the streamer's output at its level: ustreamer
+// writes "-- LEVEL [uptime thread] -- message" (src/libs/logging.h).
+func (s *Streamer) logLine(pid int, line string) {
+	level := slog.LevelInfo
+	msg := line
+	if rest, ok := strings.CutPrefix(line, "-- "); ok {
+		name, after, _ := strings.Cut(rest, " ")
+		switch name {
+		case "ERROR":
+			level = slog.LevelError
+		case "INFO":
+		default: // VERBOSE, DEBUG, PERF
+			level = slog.LevelDebug
+		}
+		if _, m, ok := strings.Cut(after, "] -- "); ok {
+			msg = m
+		}
+	}
+	if strings.TrimSpace(msg) == "" || strings.Trim(msg, "=") == "" {
+		return // ustreamer's separator lines
+	}
+	s.log.Log(context.Background(), level, "ustreamer: "+msg, "pid", pid)
+}
+
+// waitReady waits until a streamer runs and answers on its socket, for at
+// most the start timeout. A start that found no program or no capture
+// device ends the wait at once with its error.
+func (s *Streamer) waitReady(ctx context.Context) (*instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
+	defer cancel()
+	s.mu.Lock()
+	since := s.attempts
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		cur, changed, lastErr, attempts := s.cur, s.changed, s.lastErr, s.attempts
+		s.mu.Unlock()
+		var ready <-chan struct{}
+		if cur != nil {
+			ready = cur.ready
+		} else if attempts > since && (errors.Is(lastErr, ErrNotInstalled) || errors.Is(lastErr, ErrNoCapture)) {
+			return nil, lastErr
+		}
+		select {
+		case <-ready:
+			return cur, nil
+		case <-changed:
+		case <-ctx.Done():
+			if lastErr != nil {
+				return nil, fmt.Errorf("%w: %w", ErrNotRunning, lastErr)
+			}
+			return nil, fmt.Errorf("%w (waited %v)", ErrNotRunning, s.cfg.StartTimeout)
+		}
+	}
+}
+
+// signalAbsent says whether the daemon's own reading says the capture
+// sees nothing showable: no signal, no lock, out of range.
+func signalAbsent(v *hw.Video) bool {
+	if v == nil {
+		return false
+	}
+	switch v.Status {
+	case hw.VideoNoSignal, hw.VideoNoLock, hw.VideoOutOfRange:
+		return true
+	}
+	return false
+}
+
+func (s *Streamer) signal() *hw.Video {
+	if s.cfg.Signal == nil {
+		return nil
+	}
+	return s.cfg.Signal()
+}

@@ -1,0 +1,187 @@
+package webtest
+
+import (
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"kvmd/client/clienttest"
+	"kvmd/internal/testutil"
+	"kvmd/tools/internal/screen"
+)
+
+// pikvmRepo is a git mirror of github.com/pikvm/kvmd whose web/ files the
+// test serves (KVMD_PIKVM_REPO): PiKVM's pages are never kept in this
+// repository.
+func pikvmRepo(t *testing.T) string {
+	t.Helper()
+	repo := os.Getenv("KVMD_PIKVM_REPO")
+	if repo == "" {
+		repo = "/work/.mirror/pikvm+kvmd/repo"
+	}
+	if _, err := os.Stat(repo); err != nil {
+		t.Skipf("no mirror of github.com/pikvm/kvmd at %s (set KVMD_PIKVM_REPO to a clone or bare mirror)", repo)
+	}
+	return repo
+}
+
+// TestPiKVMPage serves PiKVM's own KVM page (its web/ files, from a mirror
+// of its repository) from nginx in front of the demo daemon, as PiKVM's
+// layout has it and as the manual's proxy page shows: /kvm/ and /share/
+// from files, everything else to the daemon over TLS. Chromium logs in
+// through the API and the page's MJPEG stream (its /streamer/stream?key=,
+// found again by the stream_client cookie in the streamer state's
+// clients_stat) shows the demo's colour bars.
+func TestPiKVMPage(t *testing.T) {
+	repo := pikvmRepo(t)
+	nginx := testutil.NeedTool(t, "nginx", "/usr/sbin/nginx")
+	dir := t.TempDir()
+	web := filepath.Join(dir, "web")
+	if err := os.Mkdir(web, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	arch := exec.Command("sh", "-c", `git -C "$0" archive HEAD web | tar -x -C "$1" --strip-components=1`, repo, web)
+	if out, err := arch.CombinedOutput(); err != nil {
+		t.Fatalf("PiKVM's web files: %v\n%s", err, out)
+	}
+	// The daemon over TLS: its session cookie is Secure there, so the
+	// page is https too.
+	certFile, keyFile := testutil.WriteCertPEM(t, dir, testutil.SelfSigned(t))
+	users := clienttest.Users(t, kvmdBin, "admin", "web pass")
+	d := clienttest.Start(t, kvmdBin, nil, "--demo", "--users", users, "--tls-cert", certFile, "--tls-key", keyFile)
+	daemon := strings.TrimPrefix(strings.TrimPrefix(d.URL, "https://"), "http://")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	conf := fmt.Sprintf(`daemon off;
+%[6]s
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events {}
+http {
+	include /etc/nginx/mime.types;
+	access_log %[1]s/access.log;
+	client_body_temp_path %[1]s; proxy_temp_path %[1]s; fastcgi_temp_path %[1]s; uwsgi_temp_path %[1]s; scgi_temp_path %[1]s;
+	map $http_upgrade $connection_upgrade { default upgrade; "" close; }
+	server {
+		listen 127.0.0.1:%[2]d ssl;
+		ssl_certificate %[4]s;
+		ssl_certificate_key %[5]s;
+		location /kvm/ { alias %[3]s/kvm/; }
+		location /share/ { alias %[3]s/share/; }
+		location / {
+			proxy_pass https://%[7]s;
+			proxy_ssl_verify off;
+			proxy_set_header Host $http_host;
+			proxy_set_header X-Real-IP $remote_addr;
+			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+			proxy_set_header X-Forwarded-Proto $scheme;
+			proxy_set_header Forwarded "";
+			proxy_set_header Upgrade $http_upgrade;
+			proxy_set_header Connection $connection_upgrade;
+			proxy_http_version 1.1;
+			proxy_buffering off;
+			proxy_read_timeout 1h;
+		}
+	}
+}
+`, dir, port, web, certFile, keyFile, rootUser(), daemon)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ng := exec.Command(nginx, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir)
+	var ngOut bytes.Buffer
+	ng.Stdout, ng.Stderr = &ngOut, &ngOut
+	if err := ng.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ng.Process.Signal(os.Interrupt)
+		ng.Wait()
+	})
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := insecure.Get(base + "/kvm/")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("nginx does not serve PiKVM's page: %v %s\n%s", err, ngOut.String(), log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The test's own certificate, which Chromium does not know.
+	ctx := startBrowser(t, chromedp.Flag("ignore-certificate-errors", true))
+	// Logged in as PiKVM's login page does, from a page of the proxy.
+	var status float64
+	act(t, ctx, "login", chromedp.Navigate(base+"/share/css/main.css"),
+		chromedp.Evaluate(`fetch('/api/auth/login', {method: 'POST', credentials: 'same-origin',
+			headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+			body: 'user=admin&passwd=' + encodeURIComponent('web pass')}).then(r => r.status)`, &status, awaitPromise))
+	if status != 200 {
+		t.Fatalf("login: HTTP %v", status)
+	}
+	act(t, ctx, "PiKVM's KVM page", chromedp.Navigate(base+"/kvm/"))
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		var ok bool
+		chromedp.Run(ctx, chromedp.Evaluate(`(() => { const i = document.getElementById('stream-image');
+			return !!i && i.naturalWidth === 1920 && !i.src.includes('blank-stream'); })()`, &ok))
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			var src string
+			chromedp.Run(ctx, chromedp.Evaluate(`(document.getElementById('stream-image')||{}).src||''`, &src))
+			t.Fatalf("PiKVM's page shows no stream (the image's src %q)", src)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a frame more: the first may be partial
+	var rect [4]float64
+	act(t, ctx, "the picture's rectangle", chromedp.Evaluate(`(() => {
+		const r = document.getElementById('stream-image').getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()`, &rect))
+	var png []byte
+	act(t, ctx, "screenshot", chromedp.CaptureScreenshot(&png))
+	if _, err := screen.CheckBars(png, rect, 0.3); err != nil {
+		t.Errorf("PiKVM's page: %v", err)
+	}
+	// The page found its own client in the streamer state's clients_stat
+	// (by the stream_client cookie), as it does on a PiKVM: its title.
+	waitText(t, ctx, "#stream-window-header .window-grab", "HTTP MJPEG - 1920x1080")
+}
+
+func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
+
+// rootUser is nginx's user directive when the test runs as root: the
+// workers must read the test's own directories.
+func rootUser() string {
+	if os.Geteuid() == 0 {
+		return "user root root;"
+	}
+	return ""
+}
