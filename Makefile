@@ -160,7 +160,23 @@ bench: deps build cross demo
 	cd tools && GOARCH=arm64 $(CROSS) -o ../bin/kvmbench-linux-arm64 ./cmd/kvmbench
 	cd tools && GOARCH=arm GOARM=7 $(CROSS) -o ../bin/kvmbench-linux-armv7 ./cmd/kvmbench
 	cd tools && GOARCH=arm GOARM=6 $(CROSS) -o ../bin/kvmbench-linux-armv6 ./cmd/kvmbench
-	./bin/kvmbench run --kvmd bin/kvmd-demo --arm-dir bin/demo --release bin/kvmd --release-dir dist --out BENCHMARKS.md
+	$(BENCH_ALLOCS) ./httpd/ > bin/bench-request.txt
+	$(MAKE) --no-print-directory bin/bench-request-before.txt
+	./bin/kvmbench run --kvmd bin/kvmd-demo --arm-dir bin/demo --release bin/kvmd --release-dir dist \
+		--go-bench bin/bench-request.txt --go-bench-before bin/bench-request-before.txt --out BENCHMARKS.md
+
+## The allocations per request (httpd's BenchmarkRequest, kvmbench --go-bench), and the same
+## benchmark at BENCH_ALLOCS_BEFORE, the commit that added it before issue 30's changes, run in a
+## copy of that commit's tree (made once; rm the file to run it again). Only some sections:
+## `./bin/kvmbench run --kvmd bin/kvmd-demo --only load` prints the load rows and the CPU time
+## per request of kvmd and of the bare server; `--only ui` the web UI pages.
+BENCH_ALLOCS := $(GO) test -run '^$$' -bench '^BenchmarkRequest$$' -benchmem -count 5
+BENCH_ALLOCS_BEFORE := fe0b9f4
+bin/bench-request-before.txt:
+	@mkdir -p bin
+	set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; git archive $(BENCH_ALLOCS_BEFORE) | tar -x -C "$$d"; \
+		{ echo "# commit $(BENCH_ALLOCS_BEFORE), before issue 30's changes"; cd "$$d" && $(BENCH_ALLOCS) ./httpd/; } > $@.tmp
+	mv $@.tmp $@
 
 ## cross: static, stripped, reproducible binaries for the Pi boards and amd64.
 ## arm64: Pi 3, 4, 5, Zero 2 W on a 64-bit OS; armv7: Pi 2 onwards on a 32-bit OS; armv6: Pi 1,

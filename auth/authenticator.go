@@ -336,17 +336,20 @@ func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Met
 		}
 	}
 	// The address's turn at the slow hashes: fair across addresses, and
-	// refused without a hash when a block was set while it waited.
-	ctx = withTurn(ctx, &turn{
-		key:  key(addr),
-		rank: func() int { return a.Limiter.Failures(addr, a.now()) },
-		admit: func() error {
-			if wait := a.Limiter.Blocked(addr, a.now()); wait > 0 {
-				return &RateLimitedError{Wait: wait}
-			}
-			return nil
-		},
-	})
+	// refused without a hash when a block was set while it waited. Made
+	// only for a hash: an answer from the verification cache needs none.
+	turnCtx := func(ctx context.Context) context.Context {
+		return withTurn(ctx, &turn{
+			key:  key(addr),
+			rank: func() int { return a.Limiter.Failures(addr, a.now()) },
+			admit: func() error {
+				if wait := a.Limiter.Blocked(addr, a.now()); wait > 0 {
+					return &RateLimitedError{Wait: wait}
+				}
+				return nil
+			},
+		})
+	}
 	var (
 		ok, cached bool
 		err        error
@@ -365,15 +368,19 @@ func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Met
 		}
 		ok = err == nil
 	} else {
-		ok, cached, err = a.Users.verify(ctx, user, passwd, code, reason == "")
+		ok, cached, err = a.Users.verify(ctx, turnCtx, user, passwd, code, reason == "")
 	}
-	var rl *RateLimitedError
-	switch {
-	case errors.As(err, &rl):
-		a.counts.add(m, ResultBlocked)
-		return rl
-	case err != nil:
+	if err != nil {
+		// (errors.As only here: its target would be allocated on every
+		// request otherwise.)
+		var rl *RateLimitedError
+		if errors.As(err, &rl) {
+			a.counts.add(m, ResultBlocked)
+			return rl
+		}
 		return a.unavailableErr(user, m, addr, name, err)
+	}
+	switch {
 	case reason != "":
 		return a.fail(user, m, addr, reason)
 	case !ok:

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +36,11 @@ type Limiter struct {
 
 	mu sync.Mutex
 	m  map[netip.Prefix]*list.Element // of *strikes
+	// size is len(m), read without mu: while no address has failed, as
+	// on every request of a working client, Blocked and Success take no
+	// lock (with Size above 0: the overflow entry is used only when m
+	// holds Size).
+	size atomic.Int64
 	// order holds the entries by last failure, oldest first, except that
 	// a search for an entry to evict moves the blocked ones it passes to
 	// the back, so that no search walks past the same block twice.
@@ -87,6 +93,9 @@ func (l *Limiter) lookup(a netip.Addr, now time.Time) *strikes {
 
 // Blocked returns how long the address must still wait, or 0.
 func (l *Limiter) Blocked(a netip.Addr, now time.Time) time.Duration {
+	if l.Size > 0 && l.size.Load() == 0 {
+		return 0 // no entry, nor the overflow's, which needs a full table
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.lookup(a, now)
@@ -131,6 +140,7 @@ func (l *Limiter) Failure(a netip.Addr, now time.Time) time.Duration {
 	} else if len(l.m) < l.Size || l.evict(now) {
 		s = &strikes{key: k}
 		l.m[k] = l.order.PushBack(s)
+		l.size.Store(int64(len(l.m)))
 	} else {
 		s = &l.overflow
 	}
@@ -165,6 +175,7 @@ func (l *Limiter) evict(now time.Time) bool {
 		if !now.Before(s.until) {
 			l.order.Remove(e)
 			delete(l.m, s.key)
+			l.size.Store(int64(len(l.m)))
 			return true
 		}
 		if earliest.IsZero() || s.until.Before(earliest) {
@@ -178,10 +189,14 @@ func (l *Limiter) evict(now time.Time) bool {
 
 // Success forgets the address's failures.
 func (l *Limiter) Success(a netip.Addr) {
+	if l.size.Load() == 0 {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e := l.m[key(a)]; e != nil {
 		l.order.Remove(e)
 		delete(l.m, key(a))
+		l.size.Store(int64(len(l.m)))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"hash/maphash"
 	"net/netip"
 	"slices"
 	"sync"
@@ -45,9 +46,13 @@ func ValidToken(t string) error {
 // request uses a session; a stream it has open (a WebSocket, a log
 // follow) does not keep it from idling.
 //
-// Sessions are found by the SHA-256 of their token, so the map lookup's
-// timing says nothing about the token itself, and the token is then
-// compared in constant time.
+// Sessions are found by a hash of their token under a secret seed of the
+// process (hash/maphash), so the map lookup's timing says nothing about
+// the token itself, nor can a client work out which tokens share a
+// bucket; the token is then compared in constant time. (The key was the
+// token's SHA-256 before: a fifth of a cookie check's instructions, and
+// more on a Raspberry Pi without SHA instructions. A hash anyone can
+// compute hid no more.)
 type Sessions struct {
 	Idle     time.Duration
 	Lifetime time.Duration
@@ -64,13 +69,16 @@ type Sessions struct {
 	Clock clockwork.Clock
 
 	mu     sync.RWMutex
-	m      map[[32]byte]*session
+	seed   maphash.Seed // made with m
+	m      map[uint64]*session
 	byUser map[string][]*session
 }
 
 type session struct {
-	key     [32]byte
+	key     uint64 // in Sessions.m: maphash of token
 	token   string
+	tokenB  []byte // token, for the constant-time comparison
+	idText  string // id(), made once
 	user    string
 	addr    netip.Addr
 	method  Method
@@ -93,8 +101,17 @@ func (ss *session) end() {
 }
 
 // id names a session without giving its token away: the first 16 hex
-// digits of the token's SHA-256, which is what the map is keyed by.
-func (s *session) id() string { return hex.EncodeToString(s.key[:8]) }
+// digits of the token's SHA-256, made once.
+func (s *session) id() string { return s.idText }
+
+// key returns the map's key of token; s.mu must be held and s.m made.
+func (s *Sessions) key(token string) uint64 { return maphash.String(s.seed, token) }
+
+// is compares the session's token with token in constant time.
+func (s *session) is(token string) bool {
+	var buf [64]byte
+	return subtle.ConstantTimeCompare(s.tokenB, append(buf[:0], token...)) == 1
+}
 
 // SessionInfo is what a person may see of a session: never its token.
 type SessionInfo struct {
@@ -130,28 +147,37 @@ func (s *Sessions) New(user string, expire time.Duration, now time.Time) (string
 // Start is New for a session started from addr by method m, which the
 // session list shows.
 func (s *Sessions) Start(user string, addr netip.Addr, m Method, expire time.Duration, now time.Time) (string, time.Duration, error) {
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", 0, err
-	}
 	life := s.Lifetime
 	if expire > 0 && (life <= 0 || expire < life) {
 		life = expire
 	}
-	ss := &session{token: hex.EncodeToString(raw[:]), user: user, addr: addr, method: m, created: now}
-	ss.key = sha256.Sum256([]byte(ss.token))
+	ss := &session{user: user, addr: addr, method: m, created: now}
 	if life > 0 {
 		ss.expires = now.Add(life)
 	}
-	ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	ss.used.Store(now.UnixNano())
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[[32]byte]*session)
+		s.seed = maphash.MakeSeed()
+		s.m = make(map[uint64]*session)
 		s.byUser = make(map[string][]*session)
 	}
+	// A token whose key another session has is drawn again (one in 2^64
+	// per session held): each key finds one session.
+	for ss.token == "" || s.m[ss.key] != nil {
+		var raw [32]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return "", 0, err
+		}
+		ss.token = hex.EncodeToString(raw[:])
+		ss.key = s.key(ss.token)
+	}
+	ss.tokenB = []byte(ss.token)
+	sum := sha256.Sum256(ss.tokenB)
+	ss.idText = hex.EncodeToString(sum[:8])
+	ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	if s.MaxPerUser > 0 && len(s.byUser[user]) >= s.MaxPerUser {
 		s.sweep(s.byUser[user], now)
 		if len(s.byUser[user]) >= s.MaxPerUser {
@@ -271,11 +297,13 @@ func (s *Sessions) Check(token string, now time.Time) (string, bool) {
 }
 
 func (s *Sessions) check(token string, now time.Time) *session {
-	k := sha256.Sum256([]byte(token))
 	s.mu.RLock()
-	ss := s.m[k]
+	var ss *session
+	if s.m != nil {
+		ss = s.m[s.key(token)]
+	}
 	s.mu.RUnlock()
-	if ss == nil || subtle.ConstantTimeCompare([]byte(ss.token), []byte(token)) != 1 {
+	if ss == nil || !ss.is(token) {
 		return nil
 	}
 	if !ss.alive(now, s.Idle) {
@@ -330,11 +358,13 @@ func (s *Sessions) EndID(id, user string) (string, bool) {
 
 // End ends the session of token and reports whether there was one.
 func (s *Sessions) End(token string) bool {
-	k := sha256.Sum256([]byte(token))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.m[k]
-	if ss == nil || subtle.ConstantTimeCompare([]byte(ss.token), []byte(token)) != 1 {
+	if s.m == nil {
+		return false
+	}
+	ss := s.m[s.key(token)]
+	if ss == nil || !ss.is(token) {
 		return false
 	}
 	s.remove(ss)

@@ -102,15 +102,17 @@ func withCode(passwd, code string) string {
 // came from the cache. It returns an error only when ctx ends while waiting
 // for a turn at a slow hash.
 func (u *Users) Verify(ctx context.Context, user, passwd string) (ok, cached bool, err error) {
-	return u.verify(ctx, user, passwd, "", true)
+	return u.verify(ctx, nil, user, passwd, "", true)
 }
 
 // verify is Verify with more to the cache key than user and password
 // (extra: the 2FA code), and a success remembered only when remember is
 // set (the whole check, code included, succeeded): a password found right
-// with a wrong code must not answer faster next time. An error may also
-// be the refusal of the turn's admit (turn, in ctx).
-func (u *Users) verify(ctx context.Context, user, passwd, extra string, remember bool) (ok, cached bool, err error) {
+// with a wrong code must not answer faster next time. turn, when set,
+// gives the context to wait for a slow hash with (the address's turn,
+// withTurn), and is called only for a hash; an error may also be the
+// refusal of the turn's admit.
+func (u *Users) verify(ctx context.Context, turn func(context.Context) context.Context, user, passwd, extra string, remember bool) (ok, cached bool, err error) {
 	snap := u.store.Snapshot()
 	gen := snap.usersGen
 	k := u.cacheKey.key(user, withCode(passwd, extra))
@@ -128,6 +130,9 @@ func (u *Users) verify(ctx context.Context, user, passwd, extra string, remember
 	}
 	if h == nil {
 		h = u.unknown
+	}
+	if turn != nil {
+		ctx = turn(ctx)
 	}
 	release, err := u.slow.acquire(ctx)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	mimeheader "net/textproto" // (the package's tests have a type textproto)
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -46,6 +48,15 @@ type Authenticator interface {
 	Peer()
 }
 
+// Header names spelled as net/http keys them (textproto's canonical form):
+// a lookup by another spelling (X-KVMD-User) makes the canonical one
+// anew, an allocation on every request.
+const (
+	hdrUser   = "X-Kvmd-User"   // X-KVMD-User
+	hdrPasswd = "X-Kvmd-Passwd" // X-KVMD-Passwd
+	hdrRealIP = "X-Real-Ip"     // X-Real-IP
+)
+
 // authenticate finds the request's credentials in the order of the API
 // contract. The first credential present decides; there is no fall-through.
 // Unix-socket peer credentials count only when peerOK.
@@ -54,12 +65,12 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 	addr := s.clientAddr(r)
 	ctx := r.Context()
 
-	if user := r.Header.Get("X-KVMD-User"); user != "" {
+	if user := r.Header.Get(hdrUser); user != "" {
 		user, err := checkUser("X-KVMD-User", user)
 		if err != nil {
 			return Identity{}, err
 		}
-		passwd := r.Header.Get("X-KVMD-Passwd")
+		passwd := r.Header.Get(hdrPasswd)
 		if err := checkPasswd("X-KVMD-Passwd", passwd); err != nil {
 			return Identity{}, err
 		}
@@ -139,7 +150,7 @@ var errCrossOrigin = &Error{Status: http.StatusForbidden, Name: "ForbiddenError"
 // proxied tells a request forwarded by a local reverse proxy: peer
 // credentials then belong to the proxy, not to the client.
 func proxied(h http.Header) bool {
-	return h.Get("X-Real-IP") != "" || h.Get("X-Forwarded-For") != "" || h.Get("Forwarded") != ""
+	return h.Get(hdrRealIP) != "" || h.Get("X-Forwarded-For") != "" || h.Get("Forwarded") != ""
 }
 
 // authError maps the authenticator's answers to HTTP errors.
@@ -180,14 +191,76 @@ func parseBasic(v string) (user, passwd string, ok bool) {
 // sessionToken returns the auth_token cookie: present tells whether a
 // non-empty one was sent, err whether it is malformed.
 func sessionToken(r *http.Request) (token string, present bool, err error) {
-	c, cerr := r.Cookie("auth_token")
-	if cerr != nil || c.Value == "" {
+	v, ok, valid := authCookie(r)
+	if !ok || v == "" {
 		return "", false, nil
 	}
-	if auth.ValidToken(c.Value) != nil {
+	if !valid {
 		return "", true, BadParam("auth_token", "not a session token")
 	}
-	return c.Value, true, nil
+	return v, true, nil
+}
+
+// authCookie returns the value of the auth_token cookie as
+// r.Cookie("auth_token") does (the first valid one, its quotes taken
+// off), without making a Cookie of every cookie the request has, as
+// r.Cookie does on each request. More cookies than a browser sends, or a
+// GODEBUG that changes net/http's limit on them, go to r.Cookie
+// (FuzzSessionToken compares the two). valid tells whether the value is
+// a session token (auth.ValidToken).
+func authCookie(r *http.Request) (value string, ok, valid bool) {
+	lines := r.Header["Cookie"]
+	n := 0
+	for _, line := range lines {
+		n += strings.Count(line, ";") + 1
+	}
+	if n > maxCookiesScanned || cookieLimitSet {
+		c, err := r.Cookie("auth_token")
+		if err != nil {
+			return "", false, false
+		}
+		return c.Value, true, auth.ValidToken(c.Value) == nil
+	}
+	for _, line := range lines {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			name, val, _ := strings.Cut(mimeheader.TrimString(part), "=")
+			if mimeheader.TrimString(name) != "auth_token" {
+				continue
+			}
+			if len(val) > 1 && val[0] == '"' && val[len(val)-1] == '"' {
+				val = val[1 : len(val)-1]
+			}
+			// A session token is a valid value: one pass over it
+			// tells both.
+			if auth.ValidToken(val) == nil {
+				return val, true, true
+			}
+			if validCookieValue(val) {
+				return val, true, false
+			}
+		}
+	}
+	return "", false, false
+}
+
+// maxCookiesScanned is more cookies than a browser sends to a KVM, and
+// less than net/http's limit (3000; none are read beyond it).
+const maxCookiesScanned = 64
+
+// cookieLimitSet tells a GODEBUG setting of net/http's limit on cookies.
+var cookieLimitSet = strings.Contains(os.Getenv("GODEBUG"), "httpcookiemaxnum")
+
+// validCookieValue is net/http's test of a cookie's value (RFC 6265's
+// cookie-octet, and a space or comma, which browsers send).
+func validCookieValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < 0x20 || b >= 0x7f || b == '"' || b == ';' || b == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkUser validates a user name as kvmd does, surrounding blanks ignored.

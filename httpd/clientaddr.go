@@ -1,7 +1,6 @@
 package httpd
 
 import (
-	"context"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -25,29 +24,28 @@ import (
 // "unknown" or an obfuscated identifier such as "_hidden"): the address
 // is then the last trusted hop passed, or the peer itself.
 
-type addrKey struct{}
-
-// withClientAddr stores the request's client address in its context, so
-// that it is worked out once per request.
-func withClientAddr(r *http.Request, a netip.Addr) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), addrKey{}, a))
-}
-
-// clientAddr returns the request's client address; the zero Addr is a
-// local process on the unix socket that forwarded no address.
+// clientAddr returns the request's client address, worked out once for
+// the request (ServeHTTP); the zero Addr is a local process on the unix
+// socket that forwarded no address.
 func (s *Server) clientAddr(r *http.Request) netip.Addr {
-	if a, ok := r.Context().Value(addrKey{}).(netip.Addr); ok {
-		return a
+	if q := requestFrom(r.Context()); q != nil {
+		return q.addr
 	}
-	return s.findClientAddr(r)
+	return s.findClientAddr(r, connInfoFrom(r.Context()))
 }
 
-func (s *Server) findClientAddr(r *http.Request) netip.Addr {
+// findClientAddr works out r's client address; ci is its connection's
+// (nil for a request that did not come through Serve), which knows its
+// TCP peer and whether that is a trusted proxy.
+func (s *Server) findClientAddr(r *http.Request, ci *connInfo) netip.Addr {
 	var peer netip.Addr
 	trusted := false
-	if ci := connInfoFrom(r.Context()); ci != nil && ci.unix {
+	switch {
+	case ci != nil && ci.unix:
 		trusted = true
-	} else {
+	case ci != nil && ci.peer.IsValid():
+		peer, trusted = ci.peer, ci.trusted
+	default:
 		var ok bool
 		if peer, ok = remoteAddr(r); !ok {
 			return netip.Addr{}
@@ -77,7 +75,7 @@ func (s *Server) trustedProxy(a netip.Addr) bool {
 // forwardedFor returns the client address a trusted proxy forwarded in h,
 // or peer when it forwarded none.
 func forwardedFor(h http.Header, peer netip.Addr, trusted func(netip.Addr) bool) netip.Addr {
-	if v := h.Values("X-Real-IP"); len(v) > 0 {
+	if v := h.Values(hdrRealIP); len(v) > 0 {
 		// Several: the last is the one the nearest proxy set.
 		if a, ok := parseNode(strings.TrimSpace(v[len(v)-1])); ok {
 			return a

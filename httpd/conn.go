@@ -9,14 +9,21 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 )
 
 // connInfo is what the server knows of a connection beyond its address.
 type connInfo struct {
-	conn     *conn
-	unix     bool
+	conn *conn
+	unix bool
+	// peer is the TCP peer's address (peerText as the log shows it) and
+	// trusted whether it is in Config.TrustedProxies, found once for the
+	// connection (the zero Addr over the unix socket).
+	peer     netip.Addr
+	peerText string
+	trusted  bool
 	secure   bool
 	peerOK   bool   // the unix-socket peer may act without a password
 	peerName string // as whom
@@ -41,7 +48,7 @@ type conn struct {
 
 // Close gives the connection's place in the connTable back.
 func (c *conn) Close() error {
-	c.slot.release()
+	c.release()
 	return c.Conn.Close()
 }
 
@@ -55,14 +62,18 @@ func (c *conn) CloseWrite() error {
 
 // stdErrorHeaders follow the status line of every reply net/http writes by
 // itself. A handler's reply can never start this way: net/http sorts
-// headers, so Connection would come before Content-Type, and adds Date.
+// headers, so the security headers' mark (or, in its place, Cache-Control)
+// would come first, and adds Date.
 const stdErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
 // expectFailed follows the version in net/http's 417; a handler's reply has
-// Cache-Control, which sorts before Connection.
+// the mark or Cache-Control, which sort before Connection.
 const expectFailed = "417 Expectation Failed\r\nConnection: close\r\n"
 
 func (c *conn) Write(p []byte) (int, error) {
+	if i := markAt(p); i >= 0 {
+		return c.writeSpliced(p, i) // secheaders.go
+	}
 	if status, msg, ok := stdError(p); ok {
 		if _, err := c.Conn.Write(jsonErrorReply(status, msg)); err != nil {
 			return 0, err
@@ -85,8 +96,11 @@ func stdError(p []byte) (status int, msg string, ok bool) {
 	if len(p) < len(proto)+3 || string(p[:len(proto)]) != proto {
 		return 0, "", false
 	}
-	i := bytes.Index(p, []byte(stdErrorHeaders))
-	if i < 0 || bytes.IndexByte(p[:i], '\n') >= 0 {
+	// The headers follow the status line at once: they start at its
+	// "\r\n", the first line end (a handler's reply, however long its
+	// body, is not searched through).
+	i := bytes.IndexByte(p, '\n') - 1
+	if i < 0 || !bytes.HasPrefix(p[i:], []byte(stdErrorHeaders)) {
 		return 0, "", false
 	}
 	status, err := strconv.Atoi(string(p[len(proto) : len(proto)+3]))
@@ -123,6 +137,8 @@ type listener struct {
 	unix  bool
 	peer  func(uid, gid uint32) (string, bool)
 	table *connTable
+	// trusted tells an address of Config.TrustedProxies.
+	trusted func(netip.Addr) bool
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -141,6 +157,11 @@ func (l *listener) Accept() (net.Conn, error) {
 		kc = &conn{}
 	}
 	kc.Conn, kc.info = c, connInfo{conn: kc, unix: l.unix}
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok && !l.unix {
+		kc.info.peer = ta.AddrPort().Addr().Unmap().WithZone("")
+		kc.info.peerText = addrString(kc.info.peer)
+		kc.info.trusted = l.trusted(kc.info.peer)
+	}
 	if l.unix && l.peer != nil {
 		if uid, gid, ok := peerCred(c); ok {
 			kc.info.peerName, kc.info.peerOK = l.peer(uid, gid)
@@ -220,7 +241,7 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, tlsConf *tls.Con
 	})
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {
-		l := &listener{Listener: ln, peer: s.cfg.PeerAuth, table: s.conns}
+		l := &listener{Listener: ln, peer: s.cfg.PeerAuth, table: s.conns, trusted: s.trustedProxy}
 		if ln.Addr().Network() == "unix" {
 			l.unix = true
 		} else {

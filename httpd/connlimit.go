@@ -1,7 +1,6 @@
 package httpd
 
 import (
-	"container/list"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -51,7 +50,7 @@ type connTable struct {
 	mu     sync.Mutex
 	n      int
 	byAddr map[netip.Prefix]int
-	idle   list.List // of *conn, between requests, oldest first
+	idle   idleList // the conns between requests, oldest first
 	// refused and evicted count what the caps did, for tests and logs.
 	refused, evicted int
 	// logged is when each reason of refusal was last logged, and how
@@ -118,8 +117,12 @@ type connSlot struct {
 	raw   net.Conn // the socket, closed directly to evict (never a TLS alert)
 	key   netip.Prefix
 	keyed bool
-	elem  *list.Element // in table.idle while between requests
-	gone  bool          // released: its counts are given back
+	// prev and next link the conn into table.idle while it is between
+	// requests (inIdle): a request takes it out and puts it back with no
+	// allocation.
+	prev, next *conn
+	inIdle     bool
+	gone       bool // released: its counts are given back
 }
 
 // addrPrefix groups addresses as the limiter does: IPv4 alone, IPv6 by /64.
@@ -154,15 +157,14 @@ func (t *connTable) admit(c *conn, raw net.Conn, unix bool) bool {
 		return false
 	}
 	if t.n >= t.max {
-		front := t.idle.Front()
-		if front == nil {
+		v := t.idle.front()
+		if v == nil {
 			logLine := t.refuseLocked(refusedBusy, raw)
 			t.mu.Unlock()
 			logLine()
 			return false
 		}
-		v := front.Value.(*conn)
-		t.releaseLocked(&v.slot)
+		t.releaseLocked(v)
 		victim = v.slot.raw
 		t.evicted++
 	}
@@ -170,7 +172,7 @@ func (t *connTable) admit(c *conn, raw net.Conn, unix bool) bool {
 	if s.keyed {
 		t.byAddr[s.key]++
 	}
-	s.elem = t.idle.PushBack(c)
+	t.idle.pushBack(c)
 	t.mu.Unlock()
 	if victim != nil {
 		victim.Close()
@@ -179,55 +181,88 @@ func (t *connTable) admit(c *conn, raw net.Conn, unix bool) bool {
 }
 
 // busy marks c as in a handler: it cannot be evicted until done.
-func (s *connSlot) busy() {
-	if s.table == nil {
+func (c *conn) busy() {
+	t := c.slot.table
+	if t == nil {
 		return
 	}
-	s.table.mu.Lock()
-	if s.elem != nil {
-		s.table.idle.Remove(s.elem)
-		s.elem = nil
-	}
-	s.table.mu.Unlock()
+	t.mu.Lock()
+	t.idle.remove(c)
+	t.mu.Unlock()
 }
 
 // done puts c back among the idle connections, the newest of them.
-func (s *connSlot) done(c *conn) {
-	if s.table == nil {
+func (c *conn) done() {
+	t := c.slot.table
+	if t == nil {
 		return
 	}
-	s.table.mu.Lock()
-	if !s.gone && s.elem == nil {
-		s.elem = s.table.idle.PushBack(c)
+	t.mu.Lock()
+	if !c.slot.gone && !c.slot.inIdle {
+		t.idle.pushBack(c)
 	}
-	s.table.mu.Unlock()
+	t.mu.Unlock()
 }
 
-// release gives the slot back; later calls do nothing.
-func (s *connSlot) release() {
-	if s.table == nil {
+// release gives c's slot back; later calls do nothing.
+func (c *conn) release() {
+	t := c.slot.table
+	if t == nil {
 		return
 	}
-	s.table.mu.Lock()
-	s.table.releaseLocked(s)
-	s.table.mu.Unlock()
+	t.mu.Lock()
+	t.releaseLocked(c)
+	t.mu.Unlock()
 }
 
-func (t *connTable) releaseLocked(s *connSlot) {
+func (t *connTable) releaseLocked(c *conn) {
+	s := &c.slot
 	if s.gone {
 		return
 	}
 	s.gone = true
-	if s.elem != nil {
-		t.idle.Remove(s.elem)
-		s.elem = nil
-	}
+	t.idle.remove(c)
 	t.n--
 	if s.keyed {
 		if t.byAddr[s.key]--; t.byAddr[s.key] <= 0 {
 			delete(t.byAddr, s.key)
 		}
 	}
+}
+
+// idleList is a list of conns linked through their slots.
+type idleList struct{ head, tail *conn }
+
+func (l *idleList) front() *conn { return l.head }
+
+func (l *idleList) pushBack(c *conn) {
+	s := &c.slot
+	s.prev, s.next, s.inIdle = l.tail, nil, true
+	if l.tail != nil {
+		l.tail.slot.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+}
+
+// remove takes c out of the list, if it is in.
+func (l *idleList) remove(c *conn) {
+	s := &c.slot
+	if !s.inIdle {
+		return
+	}
+	if s.prev != nil {
+		s.prev.slot.next = s.next
+	} else {
+		l.head = s.next
+	}
+	if s.next != nil {
+		s.next.slot.prev = s.prev
+	} else {
+		l.tail = s.prev
+	}
+	s.prev, s.next, s.inIdle = nil, nil, false
 }
 
 // counts returns the open connections and what the caps did.

@@ -116,7 +116,7 @@ func atxError(err error) error {
 
 // oneOf reads a required query parameter that must be one of values.
 func oneOf(r *http.Request, name string, values ...string) (string, error) {
-	v := strings.ToLower(strings.TrimSpace(r.URL.Query().Get(name)))
+	v := strings.ToLower(strings.TrimSpace(query(r).Get(name)))
 	for _, ok := range values {
 		if v == ok {
 			return v, nil
@@ -172,7 +172,7 @@ func (s *Server) atxClick(w http.ResponseWriter, r *http.Request) error {
 // GpioPulseNotSupported, all 400. Every channel here is read-only.
 func gpioAction(op string) routeHandler {
 	return func(s *Server, w http.ResponseWriter, r *http.Request) error {
-		q := r.URL.Query()
+		q := query(r)
 		ch := strings.TrimSpace(q.Get("channel"))
 		if ch == "" || len(ch) > 255 {
 			return BadParam("channel", "a channel name is required")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -162,16 +163,51 @@ func WriteJSON(w http.ResponseWriter, result any) error {
 // writeResult writes result, JSON made elsewhere (package info keeps its
 // categories as ready JSON), in the envelope with status 200.
 func writeResult(w http.ResponseWriter, result []byte) {
-	const head, tail = `{"ok":true,"result":`, `}`
-	b := make([]byte, 0, len(head)+len(result)+len(tail))
-	b = append(append(append(b, head...), result...), tail...)
-	writeBody(w, http.StatusOK, b)
+	// Written in three parts, result as it is: its bytes may be shared
+	// (InfoSource), and net/http buffers the writes anyway.
+	h := w.Header()
+	h["Content-Type"] = jsonType
+	h["Content-Length"] = contentLength(len(resultHead) + len(result) + len(resultTail))
+	w.WriteHeader(http.StatusOK)
+	w.Write(resultHead)
+	w.Write(result)
+	w.Write(resultTail)
 }
+
+var resultHead, resultTail = []byte(`{"ok":true,"result":`), []byte(`}`)
+
+// lengths holds the Content-Length values made last, one per residue of
+// the length: /api/info's replies, asked again and again, are a few
+// lengths, which then cost no allocation.
+var lengths [64]atomic.Pointer[lengthValue]
+
+type lengthValue struct {
+	n int
+	v []string
+}
+
+// contentLength returns n as a Content-Length header value, shared with
+// other replies of that length (net/http copies header values before it
+// writes them).
+func contentLength(n int) []string {
+	slot := &lengths[n%len(lengths)]
+	if l := slot.Load(); l != nil && l.n == n {
+		return l.v
+	}
+	l := &lengthValue{n: n, v: []string{strconv.Itoa(n)}}
+	slot.Store(l)
+	return l.v
+}
+
+// jsonType is every JSON reply's Content-Type, a value shared by the
+// replies: net/http copies header values before it writes them (as
+// securityHeaders).
+var jsonType = []string{"application/json"}
 
 func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Type"] = jsonType
+	h["Content-Length"] = contentLength(len(body))
 	w.WriteHeader(status)
 	w.Write(body)
 }

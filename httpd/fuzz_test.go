@@ -55,11 +55,22 @@ func FuzzSessionToken(f *testing.F) {
 		"auth_token=" + strings.ToUpper(tok), "auth_token=" + tok[:63], "auth_token=" + tok + "0",
 		"auth_token=\"" + tok + "\"", "auth_token=x; auth_token=" + tok, "auth_token=" + tok + "; auth_token=x",
 		"AUTH_TOKEN=" + tok, "auth_token =" + tok, "auth_token=\xff", ";;;=;", "auth_token=" + tok + "\x00",
+		" auth_token\t= \"" + tok + "\" ; x", "auth_token=\"", "auth_token=\"\"", "auth_token=a\\b; auth_token=" + tok,
+		strings.Repeat("a=b;", 100) + "auth_token=" + tok,
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cookie string) {
 		r := &http.Request{Header: http.Header{"Cookie": {cookie}}}
+		// The scan finds what net/http's parser finds.
+		want, werr := r.Cookie("auth_token")
+		got, ok, valid := authCookie(r)
+		if ok != (werr == nil) || ok && got != want.Value {
+			t.Fatalf("authCookie(%q) = %q, %v; r.Cookie gives %v, %v", cookie, got, ok, want, werr)
+		}
+		if valid != (ok && auth.ValidToken(got) == nil) {
+			t.Fatalf("authCookie(%q) = %q: valid %v", cookie, got, valid)
+		}
 		token, present, err := sessionToken(r)
 		switch {
 		case !present:

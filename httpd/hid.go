@@ -65,7 +65,7 @@ func (s *Server) hidInactivity(w http.ResponseWriter, r *http.Request) error {
 // oneOfOptional reads an optional parameter that must be one of values
 // (in any case); absent gives "".
 func oneOfOptional(r *http.Request, name string, values ...string) (string, error) {
-	if _, ok := r.URL.Query()[name]; !ok {
+	if _, ok := query(r)[name]; !ok {
 		return "", nil
 	}
 	return oneOf(r, name, values...)
@@ -81,7 +81,7 @@ func (s *Server) hidSetParams(w http.ResponseWriter, r *http.Request) error {
 	if _, err := oneOfOptional(r, "mouse_output", "usb", "usb_win98", "usb_rel", "ps2", "disabled"); err != nil {
 		return err
 	}
-	if _, ok := r.URL.Query()["jiggler"]; ok {
+	if _, ok := query(r)["jiggler"]; ok {
 		on, err := queryBool(r, "jiggler", false)
 		if err != nil {
 			return err
@@ -111,7 +111,7 @@ func (s *Server) hidReset(w http.ResponseWriter, r *http.Request) error {
 
 // requiredBool reads a boolean parameter that must be there.
 func requiredBool(r *http.Request, name string) (bool, error) {
-	if _, ok := r.URL.Query()[name]; !ok {
+	if _, ok := query(r)[name]; !ok {
 		return false, BadParam(name, "not a boolean (1/true/yes or 0/false/no)")
 	}
 	return queryBool(r, name, false)
@@ -125,7 +125,7 @@ func queryInt(r *http.Request, name string, lo, hi int) (int, error) {
 
 // queryIntN is queryInt for values of at most maxLen characters.
 func queryIntN(r *http.Request, name string, maxLen, lo, hi int) (int, error) {
-	v := strings.TrimSpace(r.URL.Query().Get(name))
+	v := strings.TrimSpace(query(r).Get(name))
 	if v == "" || len(v) > maxLen {
 		return 0, BadParam(name, "not an integer")
 	}
@@ -141,7 +141,7 @@ func queryIntN(r *http.Request, name string, maxLen, lo, hi int) (int, error) {
 }
 
 func queryKey(r *http.Request, name string) (hid.Key, error) {
-	k, ok := hid.KeyByName(strings.TrimSpace(r.URL.Query().Get(name)))
+	k, ok := hid.KeyByName(strings.TrimSpace(query(r).Get(name)))
 	if !ok {
 		return hid.Key{}, BadParam(name, "not a key name (KeyboardEvent.code: KeyA, Enter, ShiftLeft...)")
 	}
@@ -153,7 +153,7 @@ func (s *Server) hidSendKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := r.URL.Query()["state"]; ok {
+	if _, ok := query(r)["state"]; ok {
 		state, err := queryBool(r, "state", false)
 		if err != nil {
 			return err
@@ -175,7 +175,7 @@ var listSep = regexp.MustCompile(`[,\t ]+`)
 // hidSendShortcut presses keys= (a list split on commas and spaces) in
 // order and releases them in reverse, 50 ms apart; it answers when done.
 func (s *Server) hidSendShortcut(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
+	q := query(r)
 	if _, ok := q["keys"]; !ok {
 		return BadParam("keys", "a list of key names is required")
 	}
@@ -201,11 +201,11 @@ func (s *Server) hidSendShortcut(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) hidSendMouseButton(w http.ResponseWriter, r *http.Request) error {
-	b, ok := hid.ButtonByName(strings.TrimSpace(r.URL.Query().Get("button")))
+	b, ok := hid.ButtonByName(strings.TrimSpace(query(r).Get("button")))
 	if !ok {
 		return BadParam("button", "not one of left, right, middle, up, down")
 	}
-	if _, ok := r.URL.Query()["state"]; ok {
+	if _, ok := query(r)["state"]; ok {
 		state, err := queryBool(r, "state", false)
 		if err != nil {
 			return err
@@ -300,7 +300,7 @@ func (s *Server) hidPrint(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	limit := 1024
-	if _, ok := r.URL.Query()["limit"]; ok {
+	if _, ok := query(r)["limit"]; ok {
 		if limit, err = queryIntN(r, "limit", 16, -1, math.MaxInt32); err != nil {
 			return err
 		}
@@ -311,7 +311,7 @@ func (s *Server) hidPrint(w http.ResponseWriter, r *http.Request) error {
 	if limit > 0 && utf8.RuneCountInString(text) > limit {
 		text = string([]rune(text)[:limit])
 	}
-	keymap := strings.TrimSpace(r.URL.Query().Get("keymap"))
+	keymap := strings.TrimSpace(query(r).Get("keymap"))
 	if keymap != "" {
 		if _, err := s.cfg.Devices.HID.Keymaps().Get(keymap); err != nil {
 			return BadParam("keymap", "not one of GET /api/hid/keymaps's available")
@@ -325,7 +325,7 @@ func (s *Server) hidPrint(w http.ResponseWriter, r *http.Request) error {
 	if slow {
 		delay = 0.02
 	}
-	if v, ok := r.URL.Query()["delay"]; ok {
+	if v, ok := query(r)["delay"]; ok {
 		d, err := strconv.ParseFloat(strings.TrimSpace(v[0]), 64)
 		if err != nil || math.IsNaN(d) || d < 0 || d > 5 {
 			return BadParam("delay", "not a number of seconds from 0 to 5")

@@ -41,7 +41,7 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.LogSource == nil {
 		return errLogDisabled
 	}
-	q := r.URL.Query()
+	q := query(r)
 	seek, err := parseSeek(q.Get("seek"))
 	if err != nil {
 		return err

@@ -29,9 +29,12 @@ import (
 // mustHeaders are the security headers every reply must carry, the ones
 // net/http's own error replies (rewritten in conn.go) included.
 var mustHeaders = map[string]string{
-	"X-Content-Type-Options": "nosniff",
-	"Cache-Control":          "no-store",
-	"X-Frame-Options":        "DENY",
+	"X-Content-Type-Options":       "nosniff",
+	"Cache-Control":                "no-store",
+	"X-Frame-Options":              "DENY",
+	"Referrer-Policy":              "no-referrer",
+	"Content-Security-Policy":      "default-src 'none'; frame-ancestors 'none'",
+	"Cross-Origin-Resource-Policy": "same-origin",
 }
 
 // checkEnvelope checks that a reply is kvmd's JSON envelope with the
@@ -59,9 +62,13 @@ func checkEnvelope(status int, h http.Header, body []byte) (reply, error) {
 		return r, fmt.Errorf("status %d without error and error_msg: %q", status, body)
 	}
 	for k, v := range mustHeaders {
-		if got := h.Get(k); got != v {
-			return r, fmt.Errorf("status %d: %s = %q, want %q", status, k, got, v)
+		if got := h.Values(k); len(got) != 1 || got[0] != v {
+			return r, fmt.Errorf("status %d: %s = %q, want %q once", status, k, got, v)
 		}
+	}
+	// The mark conn.go replaces by the headers never reaches a client.
+	if _, ok := h[securityMarkKey]; ok {
+		return r, fmt.Errorf("status %d: the mark %s went out", status, securityMarkKey)
 	}
 	r.ok, r.errName, r.errMsg = *env.OK, env.Result.Error, env.Result.ErrorMsg
 	return r, nil

@@ -160,9 +160,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if cfg.UI != nil {
-		ui, err := loadUI(cfg.UI)
+		ui, skipped, err := loadUI(cfg.UI)
 		if err != nil {
 			return nil, err
+		}
+		for page, err := range skipped {
+			cfg.Log.Warn("web UI page served with its scripts as they are", "page", page, "err", err)
 		}
 		s.ui = ui
 	}
@@ -173,31 +176,23 @@ func New(cfg Config) (*Server, error) {
 // for a long time stop when it is.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// securityHeaders go on every reply: an API answer is never to be sniffed,
-// framed, cached or given a referrer.
-var securityHeaders = map[string][]string{
-	"X-Content-Type-Options":       {"nosniff"},
-	"X-Frame-Options":              {"DENY"},
-	"Referrer-Policy":              {"no-referrer"},
-	"Cache-Control":                {"no-store"},
-	"Content-Security-Policy":      {"default-src 'none'; frame-ancestors 'none'"},
-	"Cross-Origin-Resource-Policy": {"same-origin"},
-}
-
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	h := w.Header()
-	for k, v := range securityHeaders {
-		h[k] = v
+	ci := connInfoFrom(r.Context())
+	viaConn := ci != nil && ci.conn != nil
+	setSecurityHeaders(w.Header(), viaConn)
+	if viaConn {
+		ci.conn.busy()
+		defer ci.conn.done()
 	}
-	if ci := connInfoFrom(r.Context()); ci != nil && ci.conn != nil {
-		ci.conn.slot.busy()
-		defer ci.conn.slot.done(ci.conn)
+	q := &request{Context: r.Context(), rec: recorder{ResponseWriter: w}}
+	q.addr = s.findClientAddr(r, ci)
+	if ci != nil && q.addr == ci.peer && ci.peerText != "" {
+		q.addrText = ci.peerText
 	}
-	rec := &recorder{ResponseWriter: w}
-	r = withClientAddr(r, s.findClientAddr(r))
-	var id Identity
-	if err := s.serve(rec, r, &id); err != nil {
+	r = r.WithContext(q)
+	rec := &q.rec
+	if err := s.serve(rec, r, q); err != nil {
 		e := asError(err)
 		switch {
 		case e.logged:
@@ -214,14 +209,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.cfg.Log.Warn("error after the reply began", "path", logPath(r.URL.Path), "err", err)
 		}
 	}
+	q.release()
 	if s.cfg.AccessLog != nil {
-		s.cfg.AccessLog.Info("http", "addr", addrString(s.clientAddr(r)), "method", r.Method, "path", logPath(r.URL.Path),
-			"status", rec.status, "bytes", rec.bytes, "user", auth.LogName(id.User), "auth", string(id.Method),
-			"dur", time.Since(start).Round(time.Microsecond))
+		s.accessLine(q, r, start)
 	}
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (err error) {
+// accessLine logs the request's line: a record made here and handed to
+// the handler, as slog's documentation shows for wrappers, rather than
+// through Logger.Info, which would also look up its caller (unused) and
+// box each value.
+func (s *Server) accessLine(q *request, r *http.Request, start time.Time) {
+	h := s.cfg.AccessLog.Handler()
+	if !h.Enabled(q.Context, slog.LevelInfo) {
+		return
+	}
+	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "http", 0)
+	addr := q.addrText
+	if addr == "" {
+		addr = addrString(q.addr)
+	}
+	path := r.URL.Path
+	if !q.routed {
+		path = logPath(path)
+	}
+	rec.AddAttrs(slog.String("addr", addr), slog.String("method", r.Method), slog.String("path", path),
+		slog.Int("status", q.rec.status), slog.Int64("bytes", q.rec.bytes), slog.String("user", auth.LogName(q.id.User)),
+		slog.String("auth", string(q.id.Method)), slog.Duration("dur", rec.Time.Sub(start).Round(time.Microsecond)))
+	_ = h.Handle(q.Context, rec)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
@@ -238,13 +256,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 	} else if raw := s.raw[path]; raw != nil {
 		p = raw
 	} else if f, public := s.uiRoute(path); f != nil {
-		return s.serveUI(w, r, f, public, id)
+		return s.serveUI(w, r, f, public, &q.id)
 	} else {
 		p = s.routes[path]
 	}
 	if p == nil {
 		return errNotFound
 	}
+	q.routed = true
 	rt := p.methods[r.Method]
 	if rt == nil {
 		return methodNotAllowed(p.allow)
@@ -277,10 +296,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 	if rt.role != auth.RoleNone {
 		who, err := s.authenticate(r, rt.creds&viaPeer != 0)
-		*id = who
+		q.id = who
 		if err != nil {
 			return err
 		}
@@ -290,16 +308,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id *Identity) (er
 		if who.Role < rt.role {
 			return roleError(who.Role, rt.role)
 		}
-		if who.done != nil {
-			// The request ends when its session or token does.
-			ctx, cancel := context.WithCancel(r.Context())
-			stop := context.AfterFunc(who.done, cancel)
-			defer cancel()
-			defer stop()
-			r = r.WithContext(ctx)
-		}
+		// The request ends when its session or token does (request.Done).
+		q.end = who.done
 	}
-	if err := checkQuery(r); err != nil {
+	if err := checkQuery(r, q); err != nil {
 		return err
 	}
 	return rt.handler(s, w, r)
@@ -324,12 +336,10 @@ type Identity struct {
 	done context.Context
 }
 
-type identityKey struct{}
-
 // IdentityFrom returns the identity of an authenticated request's context.
 func IdentityFrom(ctx context.Context) Identity {
-	if id, _ := ctx.Value(identityKey{}).(*Identity); id != nil {
-		return *id
+	if q := requestFrom(ctx); q != nil {
+		return q.id
 	}
 	return Identity{}
 }
@@ -337,8 +347,8 @@ func IdentityFrom(ctx context.Context) Identity {
 // setIdentity records who a public request turned out to be (a login), for
 // the access log.
 func setIdentity(ctx context.Context, who Identity) {
-	if id, _ := ctx.Value(identityKey{}).(*Identity); id != nil {
-		*id = who
+	if q := requestFrom(ctx); q != nil {
+		q.id = who
 	}
 }
 
@@ -360,6 +370,7 @@ type recorder struct {
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
+		sealSecurityHeaders(r.Header())
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
@@ -367,6 +378,7 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
+		sealSecurityHeaders(r.Header())
 	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
@@ -377,6 +389,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 func (r *recorder) Flush() {
 	if r.status == 0 {
 		r.status = http.StatusOK
+		sealSecurityHeaders(r.Header())
 	}
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()

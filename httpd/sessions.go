@@ -33,7 +33,7 @@ type sessionView struct {
 // the caller itself for everyone else. A non-admin naming another user is
 // refused. The name is canonical, as everywhere (checkUser).
 func whose(r *http.Request, id Identity, all bool) (string, error) {
-	q := r.URL.Query()
+	q := query(r)
 	user, named := q.Get("user"), q.Has("user")
 	if named {
 		var err error
@@ -81,7 +81,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 // session ends its open requests too (log follows, WebSockets).
 func (s *Server) endSessions(w http.ResponseWriter, r *http.Request) error {
 	id := IdentityFrom(r.Context())
-	q := r.URL.Query()
+	q := query(r)
 	addr := s.clientAddr(r)
 	if sid := q.Get("id"); sid != "" {
 		owner := id.User
@@ -205,7 +205,7 @@ func (s *Server) delToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	name := r.URL.Query().Get("name")
+	name := query(r).Get("name")
 	if err := auth.ValidTokenName(name); err != nil {
 		return BadParam("name", err.Error())
 	}

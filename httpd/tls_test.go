@@ -86,8 +86,13 @@ func TestTLS(t *testing.T) {
 			t.Errorf("Set-Cookie %q: want auth_token; Path=/; Max-Age=3600; HttpOnly; Secure; SameSite=Strict", r.header.Get("Set-Cookie"))
 		}
 		ck := map[string]string{"Cookie": "auth_token=" + c.Value}
-		if r := te.do("GET", "/api/auth/check", ck, ""); r.status != 200 {
+		r = te.do("GET", "/api/auth/check", ck, "")
+		if r.status != 200 {
 			t.Errorf("session over TLS: %d", r.status)
+		}
+		// The security headers, spliced in below TLS (secheaders.go).
+		if _, err := checkEnvelope(r.status, r.header, r.body); err != nil {
+			t.Errorf("check over TLS: %v", err)
 		}
 		r = te.do("POST", "/api/auth/logout", ck, "")
 		if sc := r.header.Get("Set-Cookie"); r.status != 200 || !strings.Contains(sc, "Secure") || !strings.Contains(sc, "Max-Age=0") {

@@ -54,8 +54,18 @@ type uiFile struct {
 	redirect string // set: a 302 there instead
 }
 
-// loadUI reads every file of fsys.
-func loadUI(fsys fs.FS) (map[string]*uiFile, error) {
+// loadUI reads every file of fsys, and gives each page one script
+// (bundleUI); skipped are the pages left with their scripts as they are,
+// with why.
+func loadUI(fsys fs.FS) (files map[string]*uiFile, skipped map[string]error, err error) {
+	if files, err = readUI(fsys); err != nil {
+		return nil, nil, err
+	}
+	return files, bundleUI(files), nil
+}
+
+// readUI reads every file of fsys.
+func readUI(fsys fs.FS) (map[string]*uiFile, error) {
 	files := map[string]*uiFile{}
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -65,12 +75,7 @@ func loadUI(fsys fs.FS) (map[string]*uiFile, error) {
 		if err != nil {
 			return err
 		}
-		sum := sha256.Sum256(data)
-		ctype := mime.TypeByExtension(path.Ext(p))
-		if ctype == "" {
-			ctype = http.DetectContentType(data)
-		}
-		files[p] = &uiFile{data: data, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, ctype: ctype}
+		files[p] = newUIFile(p, data)
 		return nil
 	})
 	if err != nil {
@@ -82,6 +87,16 @@ func loadUI(fsys fs.FS) (map[string]*uiFile, error) {
 		}
 	}
 	return files, nil
+}
+
+// newUIFile is the file named name, of data.
+func newUIFile(name string, data []byte) *uiFile {
+	sum := sha256.Sum256(data)
+	ctype := mime.TypeByExtension(path.Ext(name))
+	if ctype == "" {
+		ctype = http.DetectContentType(data)
+	}
+	return &uiFile{data: data, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, ctype: ctype}
 }
 
 // uiRoute returns the UI file for a request path outside /api, and

@@ -164,7 +164,7 @@ func (s *Server) setUser(w http.ResponseWriter, r *http.Request) error {
 // role and tokens go; its sessions and open requests end.
 func (s *Server) delUser(w http.ResponseWriter, r *http.Request) error {
 	id := IdentityFrom(r.Context())
-	name, err := checkUser("name", r.URL.Query().Get("name"))
+	name, err := checkUser("name", query(r).Get("name"))
 	if err != nil {
 		return err
 	}

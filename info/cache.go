@@ -17,6 +17,9 @@ type cached[T any] struct {
 	ttl   time.Duration
 	build func() T
 	now   func() time.Time
+	// built, when set, is called after each build (the Source's
+	// generation: Result's cache).
+	built func()
 
 	mu  sync.Mutex
 	cur atomic.Pointer[snapshot[T]]
@@ -67,5 +70,8 @@ func (c *cached[T]) load() *snapshot[T] {
 	}
 	s = &snapshot[T]{val: v, json: b, at: c.now()}
 	c.cur.Store(s)
+	if c.built != nil {
+		c.built()
+	}
 	return s
 }

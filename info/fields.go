@@ -70,5 +70,29 @@ func ParseFields(arg string, legacy bool) ([]string, error) {
 	return out, nil
 }
 
-// Fields implements the parsing half of httpd.InfoSource.
-func (s *Source) Fields(arg string, legacy bool) ([]string, error) { return ParseFields(arg, legacy) }
+// Fields implements the parsing half of httpd.InfoSource: ParseFields,
+// whose answers to the common questions (no fields, one category by its
+// name) are made once and shared: never change them.
+func (s *Source) Fields(arg string, legacy bool) ([]string, error) {
+	if cats, ok := commonFields[legacy][arg]; ok {
+		return cats, nil
+	}
+	return ParseFields(arg, legacy)
+}
+
+// commonFields are ParseFields' answers to "" and to each category's
+// name, by layout.
+var commonFields = func() map[bool]map[string][]string {
+	m := map[bool]map[string][]string{}
+	for _, legacy := range []bool{false, true} {
+		m[legacy] = map[string][]string{}
+		for _, arg := range append([]string{""}, Available(legacy)...) {
+			cats, err := ParseFields(arg, legacy)
+			if err != nil {
+				panic(err)
+			}
+			m[legacy][arg] = cats
+		}
+	}
+	return m
+}()

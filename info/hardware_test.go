@@ -1,9 +1,11 @@
 package info
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +136,50 @@ func TestVideoUSBDongle(t *testing.T) {
 	}
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("video = %v\nwant %v", v, want)
+	}
+}
+
+// TestResultCache: within the TTL a set of categories gives the same
+// bytes, made once (the cache is there), equal to a fresh assembly; each
+// set and layout its own; a category rebuilt after the TTL gives new
+// bytes.
+func TestResultCache(t *testing.T) {
+	fs := hw.New(unpack(t, "rpi4"))
+	now := time.Unix(1_800_000_000, 0)
+	s := New(Config{FS: fs, V4L2: &v4l2test.Fake{}, Now: func() time.Time { return now }})
+	sets := map[string][]string{}
+	for _, legacy := range []bool{true, false} {
+		for _, arg := range []string{"", "hw", "uptime", "auth,uptime", "health"} {
+			if legacy == false && arg == "hw" {
+				continue
+			}
+			cats, err := ParseFields(arg, legacy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, again := s.Result(cats, legacy), s.Result(cats, legacy)
+			if &first[0] != &again[0] {
+				t.Errorf("%q legacy=%v: made twice within the TTL", arg, legacy)
+			}
+			if want := s.assemble(cats, legacy); string(first) != string(want) {
+				t.Errorf("%q legacy=%v: cached %s, assembled %s", arg, legacy, first, want)
+			}
+			sets[fmt.Sprint(arg, legacy)] = cats
+		}
+	}
+	// Not in ParseFields' order: assembled each time, in the order asked.
+	if b := s.Result([]string{"uptime", "auth"}, true); !strings.HasPrefix(string(b), `{"uptime":`) {
+		t.Errorf("unsorted categories: %s", b)
+	}
+
+	cats := sets[fmt.Sprint("auth,uptime", true)]
+	before := s.Result(cats, true)
+	if err := os.WriteFile(fs.Path("proc/uptime"), []byte("5000.25 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second)
+	after := s.Result(cats, true)
+	if string(before) == string(after) || get(decode(t, after), "uptime", "total") != 5000.0 {
+		t.Errorf("after the TTL: %s, want uptime 5000 (before: %s)", after, before)
 	}
 }

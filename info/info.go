@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"kvmd/board"
@@ -70,6 +71,15 @@ type Source struct {
 	video  *cached[*hw.Video]
 	jsonOf map[string]func() []byte
 
+	// gen counts the builds of the changing categories: a result made
+	// when it was n holds what every category held then.
+	gen atomic.Uint64
+	// results are the answers made, by the set of categories asked
+	// (catMask), for a repeat while no category is rebuilt: /api/info is
+	// asked by every page and client, and a category at most once per TTL.
+	resMu   sync.RWMutex
+	results map[uint32]*result
+
 	cpuMu   sync.Mutex
 	prevCPU *hw.CPUTimes
 	past    hw.PastTracker
@@ -113,6 +123,11 @@ func New(cfg Config) *Source {
 	s.uptime = newCached(ttl, now, s.readUptime)
 	s.usb = newCached(ttl, now, s.readUSB)
 	s.video = newCached(ttl, now, s.readVideo)
+	for _, built := range []*func(){&s.auth.built, &s.extras.built, &s.fan.built, &s.gpio.built, &s.health.built, &s.meta.built,
+		&s.node.built, &s.uptime.built, &s.usb.built, &s.video.built} {
+		*built = func() { s.gen.Add(1) }
+	}
+	s.results = map[uint32]*result{}
 	s.jsonOf = map[string]func() []byte{
 		"auth": s.auth.get, "extras": s.extras.get, "fan": s.fan.get, "gpio": s.gpio.get, "health": s.health.get,
 		"meta": s.meta.get, "node": s.node.get, "uptime": s.uptime.get, "usb": s.usb.get, "video": s.video.get,
@@ -148,10 +163,94 @@ func (s *Source) Hardware() Hardware {
 	}
 }
 
+// result is an answer of Result, made at generation gen.
+type result struct {
+	gen uint64
+	b   []byte
+}
+
+// maxResults bounds Source.results: a client asking every combination of
+// categories must not make the cache grow without end.
+const maxResults = 32
+
 // Result returns the result of /api/info for categories (from
 // ParseFields), as JSON: an object with a key per category. The HTTP
-// server puts it in its envelope.
+// server puts it in its envelope. The bytes are shared with the other
+// callers until a category changes: never change them.
+//
+// Each category's value is refreshed at most once per TTL, as before;
+// between refreshes the same categories give the same bytes, made once.
 func (s *Source) Result(categories []string, legacy bool) []byte {
+	mask, ok := catMask(categories, legacy)
+	if !ok {
+		return s.assemble(categories, legacy)
+	}
+	// Refresh what is stale (each get does), then look at the
+	// generation: a result of this one holds every category as it is.
+	for _, c := range categories {
+		if c == "hw" {
+			s.gpio.get()
+			s.health.get()
+			s.usb.get()
+			s.video.get()
+		} else if get := s.jsonOf[c]; get != nil {
+			get()
+		}
+	}
+	gen := s.gen.Load()
+	s.resMu.RLock()
+	r := s.results[mask]
+	s.resMu.RUnlock()
+	if r != nil && r.gen == gen {
+		return r.b
+	}
+	b := s.assemble(categories, legacy)
+	s.resMu.Lock()
+	if len(s.results) >= maxResults {
+		clear(s.results)
+	}
+	s.results[mask] = &result{gen: gen, b: b}
+	s.resMu.Unlock()
+	return b
+}
+
+// catBits numbers the categories for catMask.
+var catBits = func() map[string]uint32 {
+	m := map[string]uint32{}
+	for i, c := range legacyAll {
+		m[c] = 1 << i
+	}
+	for _, c := range newAll {
+		if _, ok := m[c]; !ok {
+			m[c] = 1 << len(m)
+		}
+	}
+	return m
+}()
+
+// legacyBit marks a mask of the legacy layout.
+const legacyBit = 1 << 31
+
+// catMask is the set of categories as a bit mask, with legacy. It reports
+// false for a list that is not sorted and distinct (as ParseFields gives
+// them; the order is the answer's), or names one it does not know.
+func catMask(categories []string, legacy bool) (uint32, bool) {
+	var m uint32
+	if legacy {
+		m = legacyBit
+	}
+	for i, c := range categories {
+		bit, ok := catBits[c]
+		if !ok || i > 0 && categories[i-1] >= c {
+			return 0, false
+		}
+		m |= bit
+	}
+	return m, true
+}
+
+// assemble makes the result of Result.
+func (s *Source) assemble(categories []string, legacy bool) []byte {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, c := range categories {

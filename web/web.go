@@ -6,6 +6,11 @@
 // inline scripts or styles, so they run under a strict Content-Security-Policy
 // (script-src 'self', style-src 'self'). Everything they show comes from the
 // daemon's own JSON API, fetched with the session cookie set at login.
+//
+// The server serves each page with one script, made when it starts from the
+// page's module scripts and what they import (httpd's bundleUI): keep to
+// named imports from files of the UI and exported declarations, the forms
+// it understands (its test fails on any other).
 package web
 
 import (

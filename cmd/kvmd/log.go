@@ -9,6 +9,7 @@ import (
 
 	"kvmd/internal/logbuf"
 	"kvmd/internal/slogjournal"
+	"kvmd/internal/slogtext"
 )
 
 // Text log lines wait at most logDelay in a buffer of logBuffer bytes,
@@ -21,12 +22,12 @@ const (
 // newLogger logs to the journal, with each attribute also as a KVMD_*
 // field, when stderr is connected to it (running under systemd), and as
 // text to stderr otherwise, batched by logbuf. flush writes out what is
-// buffered; call it before exiting.
+// buffered; call it before exiting. The text is slog.TextHandler's, written
+// by slogtext at less cost (a line per request).
 func newLogger(stderr io.Writer) (log *slog.Logger, flush func()) {
 	if ok, _ := journal.StderrIsJournalStream(); ok {
-		text := slog.NewTextHandler(stderr, nil)
-		return slog.New(slogjournal.New(slogjournal.Send("KVMD_"), text)), func() {}
+		return slog.New(slogjournal.New(slogjournal.Send("KVMD_"), slogtext.New(stderr))), func() {}
 	}
 	b := logbuf.New(stderr, logBuffer, logDelay)
-	return slog.New(logbuf.Handler(slog.NewTextHandler(b, nil), b)), func() { b.Flush() }
+	return slog.New(logbuf.Handler(slogtext.New(b), b)), func() { b.Flush() }
 }

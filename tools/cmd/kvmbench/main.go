@@ -14,6 +14,7 @@
 //	kvmbench run --kvmd PATH --arm-dir dist --only qemu
 //	kvmbench run --kvmd PATH [--ui-loads 20] --only ui
 //	kvmbench run --kvmd PATH --only diag
+//	kvmbench run --kvmd PATH [--cpu-rounds 7] [--cpu-requests 30000] --only load
 //	kvmbench baseline --listen 127.0.0.1:PORT
 package main
 
@@ -43,6 +44,7 @@ const usage = `usage:
   kvmbench run --kvmd PATH --arm-dir DIR --only qemu
   kvmbench run --kvmd PATH [--ui-loads N] --only ui
   kvmbench run --kvmd PATH --only diag
+  kvmbench run --kvmd PATH [--cpu-rounds N] [--cpu-requests N] --only load
   kvmbench run --kvmd PATH [--msd-mib N] --only msd
   kvmbench baseline --listen 127.0.0.1:PORT
 `
@@ -117,6 +119,10 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured time per scenario and round")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "uncounted warm-up before each measurement")
 	fs.IntVar(&cfg.Conns, "conns", cfg.Conns, "keep-alive connections per scenario")
+	fs.IntVar(&cfg.CPURounds, "cpu-rounds", cfg.CPURounds, "rounds of the CPU-per-request pairs, kvmd's and its baseline's (0: none)")
+	fs.IntVar(&cfg.CPURequests, "cpu-requests", cfg.CPURequests, "requests per CPU-per-request measurement")
+	fs.StringVar(&cfg.GoBench, "go-bench", "", "report the allocations per request of this `go test -bench -benchmem` output (BenchmarkRequest of package httpd)")
+	fs.StringVar(&cfg.GoBenchBefore, "go-bench-before", "", "and compare them with this earlier output of the same benchmark")
 	fs.StringVar(&cfg.Out, "out", "", "also write the report as a markdown file (e.g. BENCHMARKS.md)")
 	fs.IntVar(&cfg.LogEntries, "log-entries", cfg.LogEntries, "journal entries for the /api/log seek rows (0: no log rows)")
 	fs.IntVar(&cfg.LogSamples, "log-samples", cfg.LogSamples, "entries timed through a /api/log follow")
@@ -132,7 +138,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.MSDMiB, "msd-mib", cfg.MSDMiB, "the image's size for the virtual media upload, MiB")
 	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out);`+"\n"+
 		`"ui": only the web UI page loads (no --out); "ws": only the /api/ws rows (no --out); "stress": only the "Under load" section (no --out);`+"\n"+
-		`"diag": only the diagnostics bundle row (no --out); "msd": only the virtual media upload (no --out)`)
+		`"diag": only the diagnostics bundle row (no --out); "msd": only the virtual media upload (no --out);`+"\n"+
+		`"load": only the load rows and the CPU per request (no --out)`)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -158,6 +165,9 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	if cfg.WSClients < 0 || cfg.WSClients > 1000 || cfg.WSSamples < 0 || cfg.WSSamples > 1000 {
 		bad = append(bad, "--ws-clients and --ws-samples must be 0..1000")
 	}
+	if cfg.CPURounds < 0 || cfg.CPURounds > 100 || cfg.CPURequests < 1 || cfg.CPURequests > 10_000_000 {
+		bad = append(bad, "--cpu-rounds must be 0..100 and --cpu-requests 1..10000000")
+	}
 	if cfg.MSDMiB < 1 || cfg.MSDMiB > 64<<10 {
 		bad = append(bad, "--msd-mib must be 1..65536")
 	}
@@ -178,12 +188,12 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 		if cfg.WSClients == 0 || cfg.WSSamples == 0 || cfg.Out != "" {
 			bad = append(bad, "--only ws needs --ws-clients and --ws-samples above 0 and does not write --out")
 		}
-	case "stress", "diag", "msd":
+	case "stress", "diag", "msd", "load":
 		if cfg.Out != "" {
 			bad = append(bad, "--only "+cfg.Only+" does not write --out")
 		}
 	default:
-		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws, stress, diag and msd", cfg.Only))
+		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws, stress, diag, msd and load", cfg.Only))
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "kvmbench run: %s\n%s", strings.Join(bad, "; "), usage)

@@ -63,6 +63,9 @@ type report struct {
 	qemu             []*qemuResult // nil when the qemu section was skipped
 	diag             *diagResult   // nil when the diagnostics row was skipped
 	msd              *msdResult    // nil when the virtual media rows were skipped
+	cpu              *cpuResult    // nil when the CPU-per-request pairs were skipped
+	goBench          *goBench      // --go-bench, nil without
+	goBenchBefore    *goBench      // --go-bench-before, nil without
 }
 
 // reference returns the row r's ratio is against.
@@ -83,6 +86,13 @@ func (rep *report) failedRounds() int {
 	n := 0
 	for _, r := range rep.rows {
 		n += len(r.failures)
+	}
+	if rep.cpu != nil {
+		for _, r := range rep.cpu.rows {
+			if r.failure != "" {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -141,6 +151,15 @@ func (rep *report) writeTable(w io.Writer) {
 			fmtLatency(medianInt(r.p50)), fmtLatency(medianInt(r.p99)), target, result)
 	}
 	fmt.Fprintln(w)
+	if rep.cpu != nil {
+		fmt.Fprint(w, cpuMethod(rep.cpu))
+		misses = append(misses, writeCPU(w, rep.cpu)...)
+		fmt.Fprintln(w)
+	}
+	if rep.goBench != nil {
+		fmt.Fprint(w, goBenchMethod(rep.cfg, rep.goBenchBefore))
+		writeGoBench(w, rep.goBench, rep.goBenchBefore)
+	}
 
 	fmt.Fprintf(w, "| measure | value | target | result |\n")
 	fmt.Fprintf(w, "|---|---:|---|---|\n")

@@ -31,6 +31,14 @@ type runConfig struct {
 	Conns    int
 	Out      string // BENCHMARKS.md to write, or ""
 
+	CPURounds   int // rounds of the CPU-per-request pairs; 0 skips them
+	CPURequests int // requests per CPU measurement
+
+	// GoBench and GoBenchBefore are `go test -bench -benchmem` outputs
+	// (BenchmarkRequest in package httpd) whose allocations the report
+	// gives: this checkout's, and an earlier one's to compare. "": none.
+	GoBench, GoBenchBefore string
+
 	Starts int           // start-to-listening samples
 	Idle   time.Duration // idle time before reading RSS
 
@@ -71,7 +79,11 @@ func defaultRunConfig() runConfig {
 		Warmup:   500 * time.Millisecond,
 		Conns:    4,
 		Starts:   5,
-		Idle:     time.Second,
+
+		CPURounds:   7,
+		CPURequests: 30000,
+
+		Idle: time.Second,
 
 		LogEntries: 1_000_000,
 		LogSamples: 100,
@@ -210,6 +222,16 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		rep.crossSizes = readCrossSizes(dir)
 	}
 	rep.machine = readMachine(kvmd)
+	if cfg.GoBench != "" {
+		if rep.goBench, err = readGoBench(cfg.GoBench); err != nil {
+			return err
+		}
+	}
+	if cfg.GoBenchBefore != "" {
+		if rep.goBenchBefore, err = readGoBench(cfg.GoBenchBefore); err != nil {
+			return err
+		}
+	}
 
 	// Users file, through kvmd's own command.
 	users := filepath.Join(dir, "htpasswd")
@@ -359,9 +381,28 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 				res.RPS(), fmtLatency(res.Hist.quantile(0.5)), fmtLatency(res.Hist.quantile(0.99)))
 		}
 	}
+	if cfg.CPURounds > 0 {
+		pidOf := func(addr string) int {
+			if addr == kvmdAddr {
+				return srv.cmd.Process.Pid
+			}
+			return base.cmd.Process.Pid
+		}
+		if rep.cpu, err = runCPUBench(ctx, cfg, scenarios, pidOf, logf); err != nil {
+			return fmt.Errorf("CPU per request: %w", err)
+		}
+	}
 	rep.loadRSS, rep.loadRSSErr = readVmRSS(srv.cmd.Process.Pid)
 	if srv.exited() {
 		return srv.exitError()
+	}
+	if cfg.Only == "load" {
+		rep.finished = time.Now()
+		rep.writeTable(stdout)
+		if n := rep.failedRounds(); n > 0 {
+			return fmt.Errorf("%w: %d scenario runs got a wrong status or broke", errRoundsFailed, n)
+		}
+		return nil
 	}
 	// What follows has the machine to itself.
 	procs.stop(srv, 3*time.Second)

@@ -25,6 +25,7 @@ func TestWriteUI(t *testing.T) {
 			row(uiPages[0], ms(30, 40, 35), ms(45, 50, 48), 4, 19479),
 			row(uiPages[1], ms(60, 70.04, 65), ms(58, 66, 62), 5, 15667),
 			row(uiPages[2], ms(99.9, 120, 101), ms(130, 110, 100), 6, 22528),
+			row(uiPages[3], ms(40, 45, 45.4), ms(50, 50, 50), 6, 22528),
 		}}
 	tests := []struct {
 		name string
@@ -35,8 +36,9 @@ func TestWriteUI(t *testing.T) {
 			"| page | load | load vs baseline | ready | ready vs baseline | requests, body bytes | target | result |\n" +
 				"|---|---:|---:|---:|---:|---:|---|---|\n" +
 				"| baseline | 35.0 ms (40.0 ms) | 1.00x | 48.0 ms (50.0 ms) | 1.00x | 4, 19.0 KiB | reference | — |\n" +
-				"| /login | 65.0 ms (70.0 ms) | 1.86x | 62.0 ms (66.0 ms) | 1.29x | 5, 15.3 KiB | load < 100 ms | pass |\n" +
-				"| / | 101 ms (120 ms) | 2.89x | 110 ms (130 ms) | 2.29x | 6, 22.0 KiB | load < 100 ms | MISS |\n" +
+				"| /login | 65.0 ms (70.0 ms) | 1.86x | 62.0 ms (66.0 ms) | 1.29x | 5, 15.3 KiB | load < 100 ms, ≤ 1.30x | MISS |\n" +
+				"| / | 101 ms (120 ms) | 2.89x | 110 ms (130 ms) | 2.29x | 6, 22.0 KiB | load < 100 ms, ≤ 1.30x | MISS |\n" +
+				"| /logs | 45.0 ms (45.4 ms) | 1.29x | 50.0 ms (50.0 ms) | 1.04x | 6, 22.0 KiB | load < 100 ms, ≤ 1.30x | pass |\n" +
 				"\nMedians of 3 loads each, p90 in brackets. Browser: HeadlessChrome/1.0. The logs page read the demo journal.\n"},
 		{"skipped", &uiResult{skip: "chromium is not installed"}, "Not measured: chromium is not installed.\n"},
 		{"failed before any load", &uiResult{rows: []*uiRow{row(uiPages[0], nil, nil, 0, 0)}, err: errors.New("starting chromium: boom")},
@@ -45,7 +47,7 @@ func TestWriteUI(t *testing.T) {
 			"| page | load | load vs baseline | ready | ready vs baseline | requests, body bytes | target | result |\n" +
 				"|---|---:|---:|---:|---:|---:|---|---|\n" +
 				"| baseline | 35.0 ms (40.0 ms) | 1.00x | 48.0 ms (50.0 ms) | 1.00x | 4, 19.0 KiB | reference | — |\n" +
-				"| /login | 65.0 ms (70.0 ms) | 1.86x | 62.0 ms (66.0 ms) | 1.29x | 5, 15.3 KiB | load < 100 ms | pass |\n" +
+				"| /login | 65.0 ms (70.0 ms) | 1.86x | 62.0 ms (66.0 ms) | 1.29x | 5, 15.3 KiB | load < 100 ms, ≤ 1.30x | MISS |\n" +
 				"\nMedians of 3 loads each, p90 in brackets. Browser: B. The logs page read J.\n" +
 				"\n- FAIL /logs, load 5: the page ended at \"/login\", want \"/logs\"\n"},
 	}
