@@ -10,10 +10,9 @@ require (
 	github.com/go-ldap/ldap/v3 v3.4.15
 	github.com/jonboulle/clockwork v0.4.0
 	github.com/pquerna/otp v1.5.0
-	github.com/prometheus/client_golang v1.25.0
-	github.com/prometheus/common v0.72.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.58.0
+	golang.org/x/image v0.47.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
 	layeh.com/radius v0.0.0-20231213012653-1006025d24f8
@@ -23,13 +22,7 @@ require (
 
 require (
 	github.com/Azure/go-ntlmssp v0.1.1 // indirect
-	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-asn1-ber/asn1-ber v1.5.8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/procfs v0.22.0 // indirect
-	golang.org/x/image v0.47.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 )

@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"kvmd/auth"
 	"kvmd/hw"
 	"kvmd/info"
@@ -18,22 +16,25 @@ type collector struct {
 
 // descs are kvmd's families.
 type descs struct {
-	build                                *prometheus.Desc
-	temp, cpu                            *prometheus.Desc
-	memTotal, memAvail, memUsed          *prometheus.Desc
-	throttling, throttlingSource         *prometheus.Desc
-	usb, usbStatus                       *prometheus.Desc
-	signal, width, height, rate          *prometheus.Desc
-	hdmiStatus                           *prometheus.Desc
-	gpio                                 *prometheus.Desc
-	uptime                               *prometheus.Desc
-	authAttempts, sessions, logFollowers *prometheus.Desc
-	hidReports, hidDropped, hidOnline    *prometheus.Desc
+	build                                *desc
+	temp, cpu                            *desc
+	memTotal, memAvail, memUsed          *desc
+	throttling, throttlingSource         *desc
+	usb, usbStatus                       *desc
+	signal, width, height, rate          *desc
+	hdmiStatus                           *desc
+	gpio                                 *desc
+	uptime                               *desc
+	authAttempts, sessions, logFollowers *desc
+	hidReports, hidDropped, hidOnline    *desc
 }
 
 func newCollector(cfg Config) *collector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
+	d := func(name, help string, labels ...string) *desc {
+		return newDesc(name, typeGauge, help, labels...)
+	}
+	c := func(name, help string, labels ...string) *desc {
+		return newDesc(name, typeCounter, help, labels...)
 	}
 	return &collector{cfg: cfg, d: descs{
 		build:    d("kvmd_build_info", "The daemon's version, as a label; the value is always 1.", "version"),
@@ -64,18 +65,18 @@ func newCollector(cfg Config) *collector {
 		gpio: d("kvmd_gpio_level",
 			"Logical level of the board's named GPIO pins (active-low applied): 1 when the pin's function is on.", "pin"),
 		uptime: d("kvmd_system_uptime_seconds", "Time since the machine booted (proc/uptime), in whole seconds."),
-		authAttempts: d("kvmd_auth_attempts_total",
+		authAttempts: c("kvmd_auth_attempts_total",
 			"Authentication attempts since the daemon started, by method (header, cookie, basic, peer, login) "+
 				"and result (ok; failed: wrong credentials or session, 403; blocked: refused unchecked "+
 				"while the address is rate-limited, 429; unavailable: the password could not be checked, "+
 				"the authentication service being down or slow, 503).", "method", "result"),
 		sessions:     d("kvmd_sessions_active", "Live login sessions (auth_token cookies)."),
 		logFollowers: d("kvmd_log_followers_active", "Streams of /api/log?follow=1 open now."),
-		hidReports: d("kvmd_hid_reports_total",
+		hidReports: c("kvmd_hid_reports_total",
 			"HID reports for the host, by device (keyboard, mouse) and result: written to the gadget's node, or "+
 				"dropped (superseded in a full queue while the host did not read, or released when it went away).",
 			"device", "result"),
-		hidDropped: d("kvmd_hid_input_dropped_total",
+		hidDropped: c("kvmd_hid_input_dropped_total",
 			"Keyboard and mouse input messages (/api/ws) dropped, by reason: malformed (kvmd drops it too) or "+
 				"forbidden (sent by a viewer).", "reason"),
 		hidOnline: d("kvmd_hid_online",
@@ -84,27 +85,24 @@ func newCollector(cfg Config) *collector {
 	}}
 }
 
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.d.build, c.d.temp, c.d.cpu, c.d.memTotal, c.d.memAvail, c.d.memUsed,
+// all returns kvmd's families.
+func (c *collector) all() []*desc {
+	return []*desc{c.d.build, c.d.temp, c.d.cpu, c.d.memTotal, c.d.memAvail, c.d.memUsed,
 		c.d.throttling, c.d.throttlingSource, c.d.usb, c.d.usbStatus, c.d.signal, c.d.width, c.d.height, c.d.rate,
 		c.d.hdmiStatus, c.d.gpio, c.d.uptime,
-		c.d.authAttempts, c.d.sessions, c.d.logFollowers, c.d.hidReports, c.d.hidDropped, c.d.hidOnline} {
-		ch <- d
-	}
+		c.d.authAttempts, c.d.sessions, c.d.logFollowers, c.d.hidReports, c.d.hidDropped, c.d.hidOnline}
 }
 
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+// collect adds the samples of kvmd's families to e.
+func (c *collector) collect(e *exposition) {
+	gauge := e.add
 	gauge(c.d.build, 1, c.cfg.Version)
 	if c.cfg.Hardware != nil {
 		c.hardware(c.cfg.Hardware(), gauge)
 	}
 	if c.cfg.AuthCounts != nil {
 		for _, n := range c.cfg.AuthCounts() {
-			ch <- prometheus.MustNewConstMetric(c.d.authAttempts, prometheus.CounterValue, float64(n.N),
-				methodLabel(n.Method), n.Result.String())
+			e.add(c.d.authAttempts, float64(n.N), methodLabel(n.Method), n.Result.String())
 		}
 	}
 	if c.cfg.Sessions != nil {
@@ -115,8 +113,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.cfg.HID != nil {
 		n := c.cfg.HID()
-		counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+		counter := func(d *desc, v uint64, labels ...string) {
+			e.add(d, float64(v), labels...)
 		}
 		counter(c.d.hidReports, n.KeyboardWritten, "keyboard", "written")
 		counter(c.d.hidReports, n.KeyboardDropped, "keyboard", "dropped")
@@ -161,7 +159,7 @@ func bit(on bool) float64 {
 	return 0
 }
 
-func (c *collector) hardware(h info.Hardware, gauge func(*prometheus.Desc, float64, ...string)) {
+func (c *collector) hardware(h info.Hardware, gauge func(*desc, float64, ...string)) {
 	d := c.d
 	if t := h.Health.Temp.CPU; t != nil {
 		gauge(d.temp, *t)

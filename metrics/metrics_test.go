@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -412,6 +414,114 @@ func TestHIDFamilies(t *testing.T) {
 	} {
 		if !strings.Contains(b.String(), line+"\n") {
 			t.Errorf("no line %s in\n%s", line, b.String())
+		}
+	}
+}
+
+// TestRuntimeFamilies: with Runtime, exactly the go_* and process_*
+// families client_golang 1.25's standard collectors write on Linux, each
+// with its type (their names and HELP are in runtime.go and process.go),
+// and the GC summary counts the collections.
+func TestRuntimeFamilies(t *testing.T) {
+	runtime.GC()
+	var b bytes.Buffer
+	if err := New(Config{Version: "x", Runtime: true}).WriteMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"go_gc_duration_seconds summary", "go_gc_gogc_percent gauge", "go_gc_gomemlimit_bytes gauge",
+		"go_goroutines gauge", "go_info gauge",
+		"go_memstats_alloc_bytes gauge", "go_memstats_alloc_bytes_total counter", "go_memstats_buck_hash_sys_bytes gauge",
+		"go_memstats_frees_total counter", "go_memstats_gc_sys_bytes gauge", "go_memstats_heap_alloc_bytes gauge",
+		"go_memstats_heap_idle_bytes gauge", "go_memstats_heap_inuse_bytes gauge", "go_memstats_heap_objects gauge",
+		"go_memstats_heap_released_bytes gauge", "go_memstats_heap_sys_bytes gauge", "go_memstats_last_gc_time_seconds gauge",
+		"go_memstats_mallocs_total counter", "go_memstats_mcache_inuse_bytes gauge", "go_memstats_mcache_sys_bytes gauge",
+		"go_memstats_mspan_inuse_bytes gauge", "go_memstats_mspan_sys_bytes gauge", "go_memstats_next_gc_bytes gauge",
+		"go_memstats_other_sys_bytes gauge", "go_memstats_stack_inuse_bytes gauge", "go_memstats_stack_sys_bytes gauge",
+		"go_memstats_sys_bytes gauge", "go_sched_gomaxprocs_threads gauge", "go_threads gauge",
+		"kvmd_build_info gauge",
+		"process_cpu_seconds_total counter", "process_max_fds gauge", "process_network_receive_bytes_total counter",
+		"process_network_transmit_bytes_total counter", "process_open_fds gauge", "process_resident_memory_bytes gauge",
+		"process_start_time_seconds gauge", "process_virtual_memory_bytes gauge", "process_virtual_memory_max_bytes gauge",
+	}
+	var got []string
+	for line := range strings.Lines(b.String()) {
+		if s, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			got = append(got, strings.TrimSuffix(s, "\n"))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("families (-want +got):\n%s", lineDiff(strings.Join(want, "\n")+"\n", strings.Join(got, "\n")+"\n"))
+	}
+	const nonzero = `(?:[1-9]|0\.0*[1-9])\S*`
+	for _, re := range []string{
+		`(?m)^go_gc_duration_seconds\{quantile="0"\} \S+\ngo_gc_duration_seconds\{quantile="0.25"\} \S+\n` +
+			`go_gc_duration_seconds\{quantile="0.5"\} \S+\ngo_gc_duration_seconds\{quantile="0.75"\} \S+\n` +
+			`go_gc_duration_seconds\{quantile="1"\} ` + nonzero + `\ngo_gc_duration_seconds_sum ` + nonzero + `\ngo_gc_duration_seconds_count ` + nonzero + `\n`,
+		`(?m)^go_info\{version="` + regexp.QuoteMeta(runtime.Version()) + `"\} 1$`,
+		`(?m)^go_memstats_last_gc_time_seconds 1\.[0-9]+e\+09$`,
+		`(?m)^process_start_time_seconds 1\.[0-9]+e\+09$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(b.String()) {
+			t.Errorf("no match for %s in:\n%s", re, b.String())
+		}
+	}
+}
+
+// TestDocsRuntimeFamilies: docs/fleets.md's table names exactly the go_*
+// and process_* families written.
+func TestDocsRuntimeFamilies(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "fleets.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for line := range strings.Lines(string(doc)) {
+		if !strings.HasPrefix(line, "| `go_") && !strings.HasPrefix(line, "| `process_") {
+			continue
+		}
+		cell, _, _ := strings.Cut(strings.TrimPrefix(line, "|"), "|")
+		for _, m := range regexp.MustCompile("`((?:go|process)_[a-z_]+)(?:\\{([a-z_,]+)\\})?`").FindAllStringSubmatch(cell, -1) {
+			if m[2] == "" {
+				documented = append(documented, m[1])
+				continue
+			}
+			for _, tail := range strings.Split(m[2], ",") {
+				documented = append(documented, m[1]+tail)
+			}
+		}
+	}
+	slices.Sort(documented)
+	var b bytes.Buffer
+	if err := New(Config{Runtime: true}).WriteMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	for _, name := range families(b.String()) {
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+			written = append(written, name)
+		}
+	}
+	if !slices.Equal(documented, written) {
+		t.Errorf("docs/fleets.md (-documented +written):\n%s", lineDiff(strings.Join(documented, "\n")+"\n", strings.Join(written, "\n")+"\n"))
+	}
+}
+
+// TestConcurrentScrapes: scrapes may run at once (two Prometheus servers);
+// run with -race.
+func TestConcurrentScrapes(t *testing.T) {
+	src := boardSource(t, "rpi4")
+	e := New(Config{Version: "x", Hardware: src.Hardware, AuthCounts: fixedCounts, Runtime: true, Names: Names{KVMD: true, PiKVM: true}})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			var b bytes.Buffer
+			errs <- e.WriteMetrics(&b)
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }

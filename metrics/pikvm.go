@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"kvmd/info"
 )
 
@@ -65,19 +63,17 @@ func (n Names) String() string {
 // pikvm_hw_throttling_undervoltage_now (parsed_flags is left out of the
 // path), pikvm_gpio_input_state_<channel>. Nulls are left out, as there.
 //
-// The GPIO names depend on the board's pins, so the collector is
-// unchecked (Describe sends nothing) and makes its descriptions at each
-// scrape.
+// The GPIO names depend on the board's pins, so the collector makes its
+// descriptions at each scrape.
 type pikvmCollector struct {
 	hardware func() info.Hardware
 }
 
-func (c *pikvmCollector) Describe(chan<- *prometheus.Desc) {}
-
-func (c *pikvmCollector) Collect(ch chan<- prometheus.Metric) {
+// collect adds PiKVM's families to e.
+func (c *pikvmCollector) collect(e *exposition) {
 	h := c.hardware()
 	gauge := func(name, help string, v float64) {
-		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, nil, nil), prometheus.GaugeValue, v)
+		e.add(newDesc(name, typeGauge, help), v)
 	}
 
 	// ATX: PiKVM's ATX plugin is enabled when it is configured (gpio) and

@@ -121,6 +121,13 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		{`kvmd_hdmi_height_pixels`, "1080"},
 		{`kvmd_auth_attempts_total{method="basic",result="ok"} > 0`, ""}, // any value
 		{`go_goroutines > 0`, ""},
+		// The runtime's and the process's families, written by package
+		// metrics itself: a summary, a counter, gauges read from /proc.
+		{`go_gc_duration_seconds{quantile="1"} >= 0`, ""},
+		{`go_gc_duration_seconds_count >= 0`, ""},
+		{`go_memstats_alloc_bytes_total > 0`, ""},
+		{`process_resident_memory_bytes > 1e6`, ""},
+		{`time() - process_start_time_seconds < 600`, ""},
 		// PiKVM's names, beside kvmd's by default.
 		{`pikvm_hw_temp_cpu{job="kvmd"}`, "62.322"},
 		{`pikvm_hw_mem_total`, "3976179712"},
