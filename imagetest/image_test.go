@@ -70,6 +70,11 @@ func TestBootedSystem(t *testing.T) {
 
 	// The consoles as they come, to watch a run: KVMD_IMAGETEST_LOGDIR.
 	logDir := os.Getenv("KVMD_IMAGETEST_LOGDIR")
+	if logDir != "" {
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			t.Fatalf("KVMD_IMAGETEST_LOGDIR: %v", err)
+		}
+	}
 	logFile := func(name string) string {
 		if logDir == "" {
 			return ""
