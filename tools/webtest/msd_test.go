@@ -76,12 +76,12 @@ func TestWebUIMSD(t *testing.T) {
 	waitText(t, ctx, "#msd-drive", "Chosen, not connected: debian.iso")
 
 	// Delete asks first; Cancel keeps it, Delete removes it.
-	act(t, ctx, "delete tools.img", chromedp.Click(`#msd-images button[data-image="tools.img"]`, chromedp.ByQuery),
+	act(t, ctx, "delete tools.img", clickNow(`#msd-images button[data-image="tools.img"]`),
 		chromedp.WaitVisible("#msd-confirm", chromedp.ByQuery), chromedp.Click("#msd-confirm-no", chromedp.ByQuery))
 	if _, err := os.Stat(filepath.Join(store, "tools.img")); err != nil {
 		t.Fatalf("cancelled delete removed the image: %v", err)
 	}
-	act(t, ctx, "delete tools.img", chromedp.Click(`#msd-images button[data-image="tools.img"]`, chromedp.ByQuery),
+	act(t, ctx, "delete tools.img", clickNow(`#msd-images button[data-image="tools.img"]`),
 		chromedp.WaitVisible("#msd-confirm", chromedp.ByQuery), chromedp.Click("#msd-confirm-yes", chromedp.ByQuery))
 	waitText(t, ctx, "#msd-msg", "tools.img deleted.")
 	if _, err := os.Stat(filepath.Join(store, "tools.img")); !os.IsNotExist(err) {
@@ -168,4 +168,13 @@ func waitStorage(t *testing.T, dir string, names ...string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// clickNow clicks the element sel finds in one step inside the page. The
+// image table is drawn anew on every state event (a disconnect sends a few):
+// chromedp's Click finds the node, then scrolls to it and clicks at its box
+// in separate calls, and fails with "Could not find node" when the table
+// was redrawn between them.
+func clickNow(sel string) chromedp.Action {
+	return chromedp.Evaluate(fmt.Sprintf(`document.querySelector(%q).click()`, sel), nil)
 }
