@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // connInfo is what the server knows of a connection beyond its address.
@@ -44,6 +45,9 @@ type conn struct {
 	net.Conn
 	info connInfo
 	slot connSlot
+	// fresh: Serve's list of connections without a whole request yet
+	// has this one.
+	fresh atomic.Bool
 }
 
 // Close gives the connection's place in the connTable back.
@@ -221,15 +225,25 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, tlsConf *tls.Con
 	// Connections that have not sent a whole request yet (browsers open
 	// some ahead of need) would hold Shutdown for 5 s, after which net/http
 	// takes them for idle: close them as soon as the listeners are.
+	// The map is touched twice in a connection's life, not on each of
+	// its requests' state changes (active, idle): conn.fresh says whether
+	// it is in there.
 	var mu sync.Mutex
 	fresh := map[net.Conn]bool{}
 	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		kc, ok := c.(*conn)
+		if ok && st != http.StateNew && !kc.fresh.Load() {
+			return
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if st == http.StateNew {
 			fresh[c] = true
 		} else {
 			delete(fresh, c)
+		}
+		if ok {
+			kc.fresh.Store(st == http.StateNew)
 		}
 	}
 	srv.RegisterOnShutdown(func() {

@@ -2,11 +2,15 @@ package httpd
 
 import (
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"kvmd/web"
 )
 
 // testUI stands in for package web's files.
@@ -142,5 +146,22 @@ func TestUIMissingPage(t *testing.T) {
 	ui := fstest.MapFS{"index.html": {}, "console.html": {}, "login.html": {}, "sessions.html": {}, "tokens.html": {}, "users.html": {}, "twofactor.html": {}}
 	if _, err := New(Config{UI: ui}); err == nil || !strings.Contains(err.Error(), "logs.html") {
 		t.Errorf("New = %v, want an error naming logs.html", err)
+	}
+}
+
+// TestUITypes: every file the web UI ships has its Content-Type in
+// uiTypes, not one sniffed from its bytes.
+func TestUITypes(t *testing.T) {
+	err := fs.WalkDir(web.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if _, ok := uiTypes[path.Ext(name)]; !ok {
+			t.Errorf("%s: no Content-Type for %q in uiTypes", name, path.Ext(name))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
