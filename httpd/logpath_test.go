@@ -1,8 +1,19 @@
 package httpd
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"kvmd/auth"
+	"kvmd/internal/logbuf"
+	"kvmd/internal/slogtext"
 )
 
 const testHex64 = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
@@ -47,6 +58,38 @@ func TestAccessLogHidesTokens(t *testing.T) {
 		"path=/api/auth/check status=200"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the log lacks %q:\n%s", want, logs)
+		}
+	}
+}
+
+// TestAccessLineText: the access line written through slogtext's text
+// path (the daemon's log outside systemd) is the line slog.TextHandler
+// writes from the record, values that need quoting included.
+func TestAccessLineText(t *testing.T) {
+	line := func(mk func(w *bytes.Buffer) (slog.Handler, func()), user, path string) string {
+		var b bytes.Buffer
+		h, flush := mk(&b)
+		s := &Server{cfg: Config{AccessLog: slog.New(h).With("component", "http")}}
+		q := &request{Context: context.Background(), addr: netip.MustParseAddr("2001:db8::7"), routed: true,
+			id: Identity{User: user, Method: auth.MethodBasic}}
+		q.rec.status, q.rec.bytes = 401, 1234
+		r := httptest.NewRequest("GET", "http://kvm"+path, nil)
+		s.accessLine(q, r, time.Now().Add(-1500*time.Microsecond))
+		flush()
+		// The times differ between the two calls.
+		return regexp.MustCompile(`^time=\S+ | dur=\S+`).ReplaceAllString(b.String(), "")
+	}
+	for _, c := range []struct{ user, path string }{
+		{"admin", "/api/auth/check"}, {"two words", "/api/a%20b"}, {"", "/api/%22q%22"}, {"é=x", "/api/%E6%97%A5"},
+	} {
+		// As the daemon logs outside systemd: slogtext into a logbuf.
+		fast := line(func(w *bytes.Buffer) (slog.Handler, func()) {
+			b := logbuf.New(w, 4<<10, time.Hour)
+			return logbuf.Handler(slogtext.New(b), b), func() { b.Flush() }
+		}, c.user, c.path)
+		std := line(func(w *bytes.Buffer) (slog.Handler, func()) { return slog.NewTextHandler(w, nil), func() {} }, c.user, c.path)
+		if fast != std || !strings.Contains(std, "status=401") {
+			t.Errorf("user %q path %q:\n text path %q\n TextHandler %q", c.user, c.path, fast, std)
 		}
 	}
 }

@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"kvmd/auth"
 	"kvmd/events"
+	"kvmd/internal/slogtext"
 )
 
 // Config is what New needs. Zero durations and sizes take the defaults.
@@ -215,16 +217,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// accessLine logs the request's line: a record made here and handed to
-// the handler, as slog's documentation shows for wrappers, rather than
-// through Logger.Info, which would also look up its caller (unused) and
-// box each value.
+// accessLine logs the request's line. A handler that takes its
+// attributes as text (slogtext's, the daemon's outside systemd) gets them
+// so: the keys are the same on every line and are written as they are,
+// the values as slogtext writes them. Any other gets a record made here,
+// as slog's documentation shows for wrappers, rather than through
+// Logger.Info, which would also look up its caller (unused) and box each
+// value.
 func (s *Server) accessLine(q *request, r *http.Request, start time.Time) {
 	h := s.cfg.AccessLog.Handler()
 	if !h.Enabled(q.Context, slog.LevelInfo) {
 		return
 	}
-	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "http", 0)
+	now := time.Now()
 	addr := q.addrText
 	if addr == "" {
 		addr = addrString(q.addr)
@@ -233,11 +238,40 @@ func (s *Server) accessLine(q *request, r *http.Request, start time.Time) {
 	if !q.routed {
 		path = logPath(path)
 	}
+	user, method, dur := auth.LogName(q.id.User), string(q.id.Method), now.Sub(start).Round(time.Microsecond)
+	if th, ok := h.(textHandler); ok {
+		bp := lineBufs.Get().(*[]byte)
+		b := slogtext.AppendString(append((*bp)[:0], " addr="...), addr)
+		b = slogtext.AppendString(append(b, " method="...), r.Method)
+		b = slogtext.AppendString(append(b, " path="...), path)
+		b = strconv.AppendInt(append(b, " status="...), int64(q.rec.status), 10)
+		b = strconv.AppendInt(append(b, " bytes="...), q.rec.bytes, 10)
+		b = slogtext.AppendString(append(b, " user="...), user)
+		b = slogtext.AppendString(append(b, " auth="...), method)
+		b = append(append(b, " dur="...), dur.String()...) // unquoted, as slog writes a duration
+		done, _ := th.HandleText(now, slog.LevelInfo, "http", b)
+		if cap(b) <= 4<<10 {
+			*bp = b
+			lineBufs.Put(bp)
+		}
+		if done {
+			return
+		}
+	}
+	rec := slog.NewRecord(now, slog.LevelInfo, "http", 0)
 	rec.AddAttrs(slog.String("addr", addr), slog.String("method", r.Method), slog.String("path", path),
-		slog.Int("status", q.rec.status), slog.Int64("bytes", q.rec.bytes), slog.String("user", auth.LogName(q.id.User)),
-		slog.String("auth", string(q.id.Method)), slog.Duration("dur", rec.Time.Sub(start).Round(time.Microsecond)))
+		slog.Int("status", q.rec.status), slog.Int64("bytes", q.rec.bytes), slog.String("user", user),
+		slog.String("auth", method), slog.Duration("dur", dur))
 	_ = h.Handle(q.Context, rec)
 }
+
+// textHandler is a log handler that takes a line's attributes as text
+// (slogtext.Handler.HandleText).
+type textHandler interface {
+	HandleText(t time.Time, level slog.Level, msg string, attrs []byte) (bool, error)
+}
+
+var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err error) {
 	defer func() {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // VideoDevice is a V4L2 device node as sysfs describes it.
@@ -80,9 +82,16 @@ func (f FS) VideoDevices() ([]VideoDevice, error) {
 		}
 	}
 	var devs []VideoDevice
+	seen := make(map[string]cachedVideo, len(dirs))
 	for _, d := range dirs {
 		base := path.Base(d)
 		if _, ok := videoNumber(base); !ok {
+			continue
+		}
+		id, idOK := nodeIdentity(f.Path(d))
+		if c, ok := videoCache.get(f.Path(class), base); ok && idOK && c.id == id {
+			devs = append(devs, c.dev)
+			seen[base] = c
 			continue
 		}
 		dev := VideoDevice{Node: "/dev/" + base}
@@ -116,13 +125,70 @@ func (f FS) VideoDevices() ([]VideoDevice, error) {
 			}
 		}
 		devs = append(devs, dev)
+		if idOK {
+			seen[base] = cachedVideo{id: id, dev: dev}
+		}
 	}
+	videoCache.set(f.Path(class), seen)
 	slices.SortFunc(devs, func(a, b VideoDevice) int {
 		m, _ := videoNumber(path.Base(a.Node))
 		n, _ := videoNumber(path.Base(b.Node))
 		return m - n
 	})
 	return devs, nil
+}
+
+// Every watcher asks for the video nodes twice a second (the streamer's
+// capture, /api/info's hw.video), and a Pi 4 has some twenty of them
+// (its codec's and ISP's besides the capture): reading each one's
+// attributes anew was most of an idle daemon's CPU time. What sysfs says
+// of a node does not change while the node exists, so it is kept from one
+// listing to the next, by the identity of its entry in the class
+// directory: its inode number and change time, which a node removed and
+// made again (a dongle unplugged, another plugged in) does not keep.
+var videoCache = &videoNodes{dirs: map[string]map[string]cachedVideo{}}
+
+type videoNodes struct {
+	mu   sync.Mutex
+	dirs map[string]map[string]cachedVideo // class directory → entry name → node
+}
+
+type cachedVideo struct {
+	id  nodeID
+	dev VideoDevice
+}
+
+type nodeID struct {
+	ino   uint64
+	ctime int64
+}
+
+func (v *videoNodes) get(dir, name string) (cachedVideo, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	c, ok := v.dirs[dir][name]
+	return c, ok
+}
+
+// set keeps the nodes of the last listing of dir, and only those.
+func (v *videoNodes) set(dir string, nodes map[string]cachedVideo) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.dirs[dir] = nodes
+}
+
+// nodeIdentity returns the identity of the directory entry at p (not what
+// it links to).
+func nodeIdentity(p string) (nodeID, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nodeID{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nodeID{}, false
+	}
+	return nodeID{ino: uint64(st.Ino), ctime: st.Ctim.Nano()}, true
 }
 
 // videoNumber returns N of "videoN".

@@ -1,7 +1,9 @@
 package hw
 
 import (
+	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -48,6 +50,60 @@ func TestVideoDevices(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("VideoDevices():\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestVideoDevicesKept: a node's attributes are read once while its entry
+// stays; one replaced (a dongle unplugged, another plugged in as the same
+// videoN) or removed is seen at the next listing.
+func TestVideoDevicesKept(t *testing.T) {
+	files, links := pi4Video()
+	f := hwTree(t, files, links)
+	first, err := f.VideoDevices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An attribute rewritten in place is not read again (sysfs never
+	// does this; it shows the listing came from what was kept).
+	if err := os.WriteFile(f.Path("sys/class/video4linux/video10/name"), []byte("rewritten\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// video0 replaced by a USB dongle's node: made aside first, so that it
+	// cannot get the old entry's inode.
+	nf, nl := map[string]string{}, map[string]string{}
+	v4l2Node(nf, nl, 0, "USB3 Video", 0, "uvcvideo")
+	const dir, aside = "sys/class/video4linux/video0/", "sys/class/video4linux/video0.new/"
+	if err := os.MkdirAll(f.Path(aside+"device"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, c := range nf {
+		if err := os.WriteFile(f.Path(aside+p[len(dir):]), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(nl[dir+"device/driver"], f.Path(aside+"device/driver")); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []error{
+		os.RemoveAll(f.Path("sys/class/video4linux/video0")),
+		os.Rename(f.Path("sys/class/video4linux/video0.new"), f.Path("sys/class/video4linux/video0")),
+		os.RemoveAll(f.Path("sys/class/video4linux/video1")),
+	} {
+		if step != nil {
+			t.Fatal(step)
+		}
+	}
+	got, err := f.VideoDevices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(first)
+	// USBPort is the device directory's name: here not a link into a USB
+	// interface's.
+	want[0] = VideoDevice{Node: "/dev/video0", Name: "USB3 Video", Index: 0, Driver: "uvcvideo", Dev: "81:0", USBPort: "device"}
+	want = slices.Delete(want, 1, 2)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after the changes:\n got %+v\nwant %+v", got, want)
 	}
 }
 

@@ -93,6 +93,27 @@ func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 	return err
 }
 
+// textHandler is slogtext's HandleText.
+type textHandler interface {
+	HandleText(t time.Time, level slog.Level, msg string, attrs []byte) (bool, error)
+}
+
+// HandleText is the wrapped handler's HandleText, when it has one (false
+// otherwise), flushing as Handle does.
+func (h *handler) HandleText(t time.Time, level slog.Level, msg string, attrs []byte) (bool, error) {
+	th, ok := h.Handler.(textHandler)
+	if !ok {
+		return false, nil
+	}
+	done, err := th.HandleText(t, level, msg, attrs)
+	if done && level >= slog.LevelWarn {
+		if ferr := h.b.Flush(); err == nil {
+			err = ferr
+		}
+	}
+	return done, err
+}
+
 func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
 	return &handler{Handler: h.Handler.WithAttrs(as), b: h.b}
 }

@@ -112,19 +112,7 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 			bufs.Put(bp)
 		}
 	}()
-	b := (*bp)[:0]
-	sep := ""
-	if !r.Time.IsZero() {
-		b = append(b, "time="...)
-		b = h.out.appendTime(b, r.Time.Round(0))
-		sep = " "
-	}
-	b = append(b, sep...)
-	b = append(b, "level="...)
-	b = appendString(b, r.Level.String())
-	b = append(b, " msg="...)
-	b = appendString(b, r.Message)
-	b = append(b, h.pre...)
+	b := h.appendHead((*bp)[:0], r.Time, r.Level, r.Message)
 	ok := true
 	r.Attrs(func(a slog.Attr) bool {
 		b, ok = appendAttr(b, a)
@@ -139,6 +127,52 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	_, err := h.out.Write(b)
 	return err
 }
+
+// HandleText writes a record of level and msg at t whose attributes,
+// after the handler's own (WithAttrs), are attrs: " key=value" each, the
+// keys and values already as TextHandler writes them (AppendString). It
+// is Handle without a slog.Record and without a look at each attribute's
+// kind, for a caller that writes the same keys on every line (the access
+// log, a line a request). It reports false, writing nothing, when this
+// handler leaves its records to TextHandler (after WithGroup): the caller
+// then makes a Record.
+func (h *Handler) HandleText(t time.Time, level slog.Level, msg string, attrs []byte) (bool, error) {
+	if h.all {
+		return false, nil
+	}
+	bp := bufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 16<<10 {
+			bufs.Put(bp)
+		}
+	}()
+	b := h.appendHead((*bp)[:0], t, level, msg)
+	b = append(append(b, attrs...), '\n')
+	*bp = b
+	_, err := h.out.Write(b)
+	return true, err
+}
+
+// appendHead appends what starts every line: the time (unless zero),
+// the level, the message and the handler's own attributes.
+func (h *Handler) appendHead(b []byte, t time.Time, level slog.Level, msg string) []byte {
+	sep := ""
+	if !t.IsZero() {
+		b = append(b, "time="...)
+		b = h.out.appendTime(b, t.Round(0))
+		sep = " "
+	}
+	b = append(b, sep...)
+	b = append(b, "level="...)
+	b = appendString(b, level.String())
+	b = append(b, " msg="...)
+	b = appendString(b, msg)
+	return append(b, h.pre...)
+}
+
+// AppendString appends s as a string value (or key) of a line: quoted,
+// in Go's syntax, when TextHandler would quote it.
+func AppendString(b []byte, s string) []byte { return appendString(b, s) }
 
 // appendAttr appends " key=value", or reports false for an attribute
 // this handler leaves to TextHandler.

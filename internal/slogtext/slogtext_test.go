@@ -135,6 +135,35 @@ func TestOwnPath(t *testing.T) {
 	}
 }
 
+// TestHandleText: a line whose attributes come as text (AppendString
+// and literal keys) is the line TextHandler writes for the same record;
+// after WithGroup the handler declines and writes nothing.
+func TestHandleText(t *testing.T) {
+	at := time.Date(2026, 11, 26, 17, 16, 0, 682_999_999, time.FixedZone("X", 3600))
+	for _, s := range []string{"", "plain", "two words", "a=b", `q"uote`, "new\nline", "\xff", "日本", "\u00a0", "[::1]"} {
+		var g, w bytes.Buffer
+		h := New(&g).WithAttrs([]slog.Attr{slog.String("component", "http")}).(*Handler)
+		attrs := AppendString([]byte(" path="), s)
+		attrs = append(append(attrs, " status="...), "200"...)
+		attrs = append(AppendString(append(attrs, ' '), s), '=')
+		attrs = AppendString(attrs, s)
+		if ok, err := h.HandleText(at, slog.LevelWarn, s, attrs); !ok || err != nil {
+			t.Fatalf("HandleText: %v, %v", ok, err)
+		}
+		r := slog.NewRecord(at, slog.LevelWarn, s, 0)
+		r.AddAttrs(slog.String("path", s), slog.Int("status", 200), slog.String(s, s))
+		slog.NewTextHandler(&w, nil).WithAttrs([]slog.Attr{slog.String("component", "http")}).Handle(context.Background(), r)
+		if s != "" && g.String() != w.String() { // TextHandler drops an attribute with an empty key
+			t.Errorf("%q: got %q, want %q", s, g.String(), w.String())
+		}
+	}
+	var g bytes.Buffer
+	grouped := New(&g).WithGroup("g").(*Handler)
+	if ok, _ := grouped.HandleText(at, slog.LevelInfo, "m", []byte(" x=1")); ok || g.Len() != 0 {
+		t.Errorf("after WithGroup: HandleText reported %v and wrote %q", ok, g.String())
+	}
+}
+
 type panicHandler struct{ slog.Handler }
 
 func (panicHandler) Handle(context.Context, slog.Record) error { panic("went to TextHandler") }
