@@ -217,6 +217,9 @@ func (rep *report) writeTable(w io.Writer) {
 	}
 	misses = append(misses, writeWSRows(w, rep.ws)...)
 	fmt.Fprintln(w)
+	// The web UI's rows come in their own section, below; their misses
+	// are listed here with the rest.
+	misses = append(misses, rep.ui.misses()...)
 
 	switch {
 	case len(misses) == 0:

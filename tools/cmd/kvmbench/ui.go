@@ -195,6 +195,43 @@ func runUIBench(ctx context.Context, cfg runConfig, procs *children, kvmd, users
 	return res, nil
 }
 
+// reference is the baseline page's row, nil when there is none.
+func (res *uiResult) reference() *uiRow {
+	for _, r := range res.rows {
+		if r.base {
+			return r
+		}
+	}
+	return nil
+}
+
+// meets returns r's median load over ref's and whether r meets the
+// pages' targets.
+func (r *uiRow) meets(ref *uiRow) (float64, bool) {
+	load := medianInt(r.load)
+	loadRatio := ratio(float64(load), float64(medianInt(ref.load)))
+	return loadRatio, load < targetPageLoad && !math.IsNaN(loadRatio) && loadRatio <= targetPageRatio
+}
+
+// misses names the pages that miss their targets, for the report's list
+// of misses.
+func (res *uiResult) misses() []string {
+	if res == nil || res.skip != "" {
+		return nil
+	}
+	ref := res.reference()
+	if ref == nil || len(ref.load) == 0 {
+		return nil
+	}
+	var out []string
+	for _, r := range res.rows {
+		if _, ok := r.meets(ref); !r.base && len(r.load) > 0 && !ok {
+			out = append(out, r.name+" page load")
+		}
+	}
+	return out
+}
+
 // writeUI writes the web UI rows as a markdown table, then what the
 // browser and the logs page were, then why the rows were not measured or
 // failed.
@@ -203,12 +240,7 @@ func writeUI(w io.Writer, res *uiResult) {
 		fmt.Fprintf(w, "Not measured: %s.\n", res.skip)
 		return
 	}
-	var ref *uiRow
-	for _, r := range res.rows {
-		if r.base {
-			ref = r
-		}
-	}
+	ref := res.reference()
 	measured := ref != nil && len(ref.load) > 0
 	if measured {
 		fmt.Fprintf(w, "| page | load | load vs baseline | ready | ready vs baseline | requests, body bytes | target | result |\n")
@@ -217,12 +249,11 @@ func writeUI(w io.Writer, res *uiResult) {
 			if len(r.load) == 0 {
 				continue
 			}
-			load := medianInt(r.load)
-			loadRatio := ratio(float64(load), float64(medianInt(ref.load)))
+			loadRatio, ok := r.meets(ref)
 			target, result := "reference", "—"
 			if !r.base {
 				target = fmt.Sprintf("load < %s, ≤ %.2fx", fmtLatency(targetPageLoad), targetPageRatio)
-				result = verdict(true, load < targetPageLoad && !math.IsNaN(loadRatio) && loadRatio <= targetPageRatio)
+				result = verdict(true, ok)
 			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %d, %.1f KiB | %s | %s |\n", r.name,
 				medianP90(r.load), fmtRatio(loadRatio),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,15 @@ func TestWriteUI(t *testing.T) {
 				t.Errorf("writeUI (-want +got):\n-%s\n+%s", tt.want, got)
 			}
 		})
+	}
+	// The report's list of misses names the same pages as the table.
+	if got, want := measured.misses(), []string{"/login page load", "/ page load"}; !slices.Equal(got, want) {
+		t.Errorf("misses = %q, want %q", got, want)
+	}
+	for _, res := range []*uiResult{nil, {skip: "chromium is not installed"}, {rows: []*uiRow{row(uiPages[0], nil, nil, 0, 0)}}} {
+		if got := res.misses(); got != nil {
+			t.Errorf("misses of %+v = %q, want none", res, got)
+		}
 	}
 	if err := measured.failure(); err != nil {
 		t.Errorf("failure of a measured run = %v, want nil", err)
