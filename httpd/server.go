@@ -239,7 +239,7 @@ func (s *Server) accessLine(q *request, r *http.Request, start time.Time) {
 		path = logPath(path)
 	}
 	user, method, dur := auth.LogName(q.id.User), string(q.id.Method), now.Sub(start).Round(time.Microsecond)
-	if th, ok := h.(textHandler); ok {
+	if th, ok := h.(slogtext.TextHandler); ok {
 		bp := lineBufs.Get().(*[]byte)
 		b := slogtext.AppendString(append((*bp)[:0], " addr="...), addr)
 		b = slogtext.AppendString(append(b, " method="...), r.Method)
@@ -263,12 +263,6 @@ func (s *Server) accessLine(q *request, r *http.Request, start time.Time) {
 		slog.Int("status", q.rec.status), slog.Int64("bytes", q.rec.bytes), slog.String("user", user),
 		slog.String("auth", method), slog.Duration("dur", dur))
 	_ = h.Handle(q.Context, rec)
-}
-
-// textHandler is a log handler that takes a line's attributes as text
-// (slogtext.Handler.HandleText).
-type textHandler interface {
-	HandleText(t time.Time, level slog.Level, msg string, attrs []byte) (bool, error)
 }
 
 var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}

@@ -82,6 +82,7 @@ func (f FS) VideoDevices() ([]VideoDevice, error) {
 		}
 	}
 	var devs []VideoDevice
+	known := videoCache.dir(f.Path(class))
 	seen := make(map[string]cachedVideo, len(dirs))
 	for _, d := range dirs {
 		base := path.Base(d)
@@ -89,7 +90,7 @@ func (f FS) VideoDevices() ([]VideoDevice, error) {
 			continue
 		}
 		id, idOK := nodeIdentity(f.Path(d))
-		if c, ok := videoCache.get(f.Path(class), base); ok && idOK && c.id == id {
+		if c, ok := known[base]; ok && idOK && c.id == id {
 			devs = append(devs, c.dev)
 			seen[base] = c
 			continue
@@ -163,11 +164,12 @@ type nodeID struct {
 	ctime int64
 }
 
-func (v *videoNodes) get(dir, name string) (cachedVideo, bool) {
+// dir returns the nodes of the last listing of dir. The map is never
+// changed once set: it is read without the lock.
+func (v *videoNodes) dir(dir string) map[string]cachedVideo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	c, ok := v.dirs[dir][name]
-	return c, ok
+	return v.dirs[dir]
 }
 
 // set keeps the nodes of the last listing of dir, and only those.

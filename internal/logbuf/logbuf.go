@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"kvmd/internal/slogtext"
 )
 
 // Writer is an io.Writer safe for concurrent use whose output reaches
@@ -93,15 +95,10 @@ func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 	return err
 }
 
-// textHandler is slogtext's HandleText.
-type textHandler interface {
-	HandleText(t time.Time, level slog.Level, msg string, attrs []byte) (bool, error)
-}
-
 // HandleText is the wrapped handler's HandleText, when it has one (false
 // otherwise), flushing as Handle does.
 func (h *handler) HandleText(t time.Time, level slog.Level, msg string, attrs []byte) (bool, error) {
-	th, ok := h.Handler.(textHandler)
+	th, ok := h.Handler.(slogtext.TextHandler)
 	if !ok {
 		return false, nil
 	}

@@ -128,6 +128,12 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	return err
 }
 
+// TextHandler is a handler that takes a line's attributes as text:
+// Handler, and handlers that wrap one (logbuf's).
+type TextHandler interface {
+	HandleText(t time.Time, level slog.Level, msg string, attrs []byte) (bool, error)
+}
+
 // HandleText writes a record of level and msg at t whose attributes,
 // after the handler's own (WithAttrs), are attrs: " key=value" each, the
 // keys and values already as TextHandler writes them (AppendString). It
