@@ -53,14 +53,16 @@ type uiFile struct {
 	redirect string // set: a 302 there instead
 }
 
-// loadUI reads every file of fsys, and gives each page one script
-// (bundleUI); skipped are the pages left with their scripts as they are,
-// with why.
+// loadUI reads every file of fsys, gives each page one script (bundleUI)
+// and its logo inline (inlineLogo); skipped are the pages left with their
+// scripts as they are, with why.
 func loadUI(fsys fs.FS) (files map[string]*uiFile, skipped map[string]error, err error) {
 	if files, err = readUI(fsys); err != nil {
 		return nil, nil, err
 	}
-	return files, bundleUI(files), nil
+	skipped = bundleUI(files)
+	inlineLogo(files)
+	return files, skipped, nil
 }
 
 // readUI reads every file of fsys.

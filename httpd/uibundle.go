@@ -23,11 +23,15 @@ import (
 //     the names it declares stay its own, and in a try, so that one that
 //     throws does not stop the next, as separate modules would not.
 //
-// The bundle is still a module (strict, deferred). The files themselves
-// are still served as they are. Only the forms of import and export the
-// UI uses are understood (named imports from a file of the UI, exported
-// declarations); a page using any other is served as it is, and the test
-// of the real UI (TestUIBundled) fails.
+// The bundle is still a module (strict, deferred), and render-blocking
+// (blocking="render"): the browser draws the page once its script has run,
+// not once before it and again after (Chromium otherwise often lays the
+// page out while the script is still on its way, a layout in the load's
+// critical path; browsers that do not know the attribute ignore it). The
+// files themselves are still served as they are. Only the forms of import
+// and export the UI uses are understood (named imports from a file of the
+// UI, exported declarations); a page using any other is served as it is,
+// and the test of the real UI (TestUIBundled) fails.
 
 // bundleSuffix names a page's bundle: index.html's is index.bundle.js.
 const bundleSuffix = ".bundle.js"
@@ -68,7 +72,7 @@ func bundleUI(files map[string]*uiFile) map[string]error {
 			skipped[pg.file] = fmt.Errorf("%w: the UI has a file %s already", errUnbundlable, name)
 			continue
 		}
-		files[pg.file] = newUIFile(pg.file, []byte(strings.Replace(page, bundleTag, `<script type="module" src="/static/`+name+`"></script>`+"\n", 1)))
+		files[pg.file] = newUIFile(pg.file, []byte(strings.Replace(page, bundleTag, `<script type="module" blocking="render" src="/static/`+name+`"></script>`+"\n", 1)))
 		files[name] = newUIFile(name, []byte(bundle))
 	}
 	return skipped

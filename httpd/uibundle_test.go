@@ -40,7 +40,7 @@ func TestUIBundle(t *testing.T) {
 	}
 	page := string(files["index.html"].data)
 	want := "<!doctype html>\n<title>dashboard</title>\n" + `<link rel="stylesheet" href="/static/app.css">` + "\n" +
-		`<script type="module" src="/static/index.bundle.js"></script>` + "\n<p>body</p>\n"
+		`<script type="module" blocking="render" src="/static/index.bundle.js"></script>` + "\n<p>body</p>\n"
 	if page != want {
 		t.Errorf("page:\n%s\nwant:\n%s", page, want)
 	}
