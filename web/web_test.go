@@ -30,7 +30,7 @@ func TestFilesPresent(t *testing.T) {
 	files := readAll(t)
 	for _, name := range []string{
 		"login.html", "index.html", "console.html", "console.js", "logs.html", "app.css", "common.js",
-		"login.js", "dashboard.js", "logs.js", "favicon.svg", "msd.js",
+		"login.js", "dashboard.js", "logs.js", "favicon.svg", "msd.js", "events.js",
 		"sessions.html", "sessions.js", "tokens.html", "tokens.js", "users.html", "users.js", "twofactor.html", "twofactor.js",
 	} {
 		if files[name] == "" {

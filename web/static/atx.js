@@ -3,8 +3,7 @@
 // /api/ws) and on the console (atxControls). Power off (long press) and
 // reset ask for a confirmation first: they can lose the host's unsaved work.
 import { $, api, errorMessage } from './common.js';
-
-const RECONNECT = 2000; // ms before a dropped event stream is reopened
+import { onEvent, onStreamClosed } from './events.js';
 
 // The actions: [button id's suffix, kvmd's button, confirmation question or null].
 const ACTIONS = [
@@ -67,22 +66,13 @@ function card() {
     for (const led of ['power', 'hdd']) $('atx-led-' + led).textContent = st.leds?.[led] ? 'on' : 'off';
     $('atx-busy').hidden = !st.busy;
   };
-  const connect = () => {
-    const ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/api/ws?stream=0');
-    ws.onmessage = (ev) => {
-      let msg;
-      try { msg = JSON.parse(ev.data); } catch { return; }
-      if (msg.event_type === 'atx' && msg.event) {
-        render(msg.event);
-        $('atx').dataset.live = '1';
-      }
-    };
-    ws.onclose = () => {
-      $('atx').dataset.live = '0';
-      setTimeout(connect, RECONNECT);
-    };
-  };
-  connect();
+  onEvent('atx', (st) => {
+    render(st);
+    $('atx').dataset.live = '1';
+  });
+  onStreamClosed(() => {
+    $('atx').dataset.live = '0';
+  });
 }
 
 if ($('atx')) card();

@@ -3,9 +3,8 @@
 // /api/hid/events/send_shortcut), and the host's lock lights, live from
 // kvmd's event stream (/api/ws). The full console (video, captured keys
 // and mouse) is another page.
-import { $, api, apiJSON, errorMessage, h } from './common.js';
-
-const RECONNECT = 2000; // ms before a dropped event stream is reopened
+import { $, api, errorMessage, h } from './common.js';
+import { onEvent, onStreamClosed } from './events.js';
 
 // The shortcuts: [label, the keys' KeyboardEvent.code names, pressed in order].
 const SHORTCUTS = [
@@ -34,6 +33,7 @@ function setLed(id, on) {
 }
 
 function render(st) {
+  mountForm();
   const card = $('keyboard');
   let state = 'No keyboard: the USB gadget has none';
   if (st.enabled) {
@@ -49,7 +49,29 @@ function render(st) {
   setLed('kbd-led-scroll', st.keyboard?.leds?.scroll);
 }
 
+let keymaps = null; // the last list of keymaps, for the form once it is in place
+
+/**
+ * mountForm puts the text form in place, once, from its template: the page
+ * comes without it and gets it with the first answer about the keyboard.
+ * When a page has been parsed, Chromium lays the whole page out for the
+ * form controls it holds, hidden ones too, before the page's load event: a
+ * third of the dashboard's load time when its forms were in the page from
+ * the start (issue 30). A form that shows before the device has answered
+ * could do nothing yet anyway.
+ */
+function mountForm() {
+  const tpl = $('kbd-form-tpl');
+  if (!tpl) return;
+  tpl.replaceWith(tpl.content);
+  $('kbd-form').addEventListener('submit', type);
+  $('kbd-stop').addEventListener('click', () => post('/api/hid/reset', {}, 'Stopped; every key and button released.'));
+  if (keymaps) showKeymaps(keymaps);
+}
+
 function showKeymaps(km) {
+  keymaps = km;
+  mountForm();
   const sel = $('kbd-keymap');
   const want = sel.value || km.default; // a choice made on this page is kept
   sel.replaceChildren(...km.available.map((name) => h('option', { value: name, textContent: name })));
@@ -86,31 +108,19 @@ async function type(ev) {
   $('kbd-send').disabled = false;
 }
 
-function connect() {
-  const ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/api/ws?stream=0');
-  ws.onmessage = (ev) => {
-    let msg;
-    try { msg = JSON.parse(ev.data); } catch { return; }
-    if (msg.event_type === 'hid' && msg.event) {
-      render(msg.event);
-      $('keyboard').dataset.live = '1';
-    } else if (msg.event_type === 'hid_keymaps' && msg.event?.keymaps) {
-      showKeymaps(msg.event.keymaps);
-    }
-  };
-  ws.onclose = () => {
-    $('keyboard').dataset.live = '0';
-    setTimeout(connect, RECONNECT);
-  };
-}
-
 for (const [label, keys] of SHORTCUTS) {
   const b = h('button', { type: 'button', className: 'secondary', textContent: label });
   b.dataset.keys = keys;
   b.addEventListener('click', () => post('/api/hid/events/send_shortcut?keys=' + encodeURIComponent(keys), {}, 'Sent ' + label + '.'));
   $('kbd-shortcuts').append(b);
 }
-$('kbd-form').addEventListener('submit', type);
-$('kbd-stop').addEventListener('click', () => post('/api/hid/reset', {}, 'Stopped; every key and button released.'));
-apiJSON('/api/hid/keymaps').then((r) => showKeymaps(r.keymaps)).catch((e) => message('Keymaps: ' + e.message, true));
-connect();
+onEvent('hid', (st) => {
+  render(st);
+  $('keyboard').dataset.live = '1';
+});
+onEvent('hid_keymaps', (ev) => {
+  if (ev.keymaps) showKeymaps(ev.keymaps);
+});
+onStreamClosed(() => {
+  $('keyboard').dataset.live = '0';
+});

@@ -5,8 +5,8 @@
 // upload from another window or client shows too, and so does, after a
 // reload, what became of this page's own upload.
 import { $, api, errorMessage, fmtBytes, h } from './common.js';
+import { onEvent, onStreamClosed } from './events.js';
 
-const RECONNECT = 2000; // ms before a dropped event stream is reopened
 const MIN_CDROM = 300 * 2048; // the kernel's smallest CD-ROM (msd.MinCDROMSize)
 const MAX_CDROM = 256 * 60 * 75 * 2048; // beyond, the host sees only this much
 // The upload this page started is named in the address's fragment while
@@ -131,6 +131,62 @@ function setProgress(name, done, total, suffix) {
   $('msd-progress-text').textContent = `Uploading ${name}: ${fmtBytes(done)} of ${fmtBytes(total)} (${pct} %)${suffix || ''}`;
 }
 
+/**
+ * mountBody puts the card's controls in place, once, from their template:
+ * the page comes without them and gets them with the first state that
+ * shows them (keyboard.js's mountForm says why).
+ */
+function mountBody() {
+  const tpl = $('msd-body-tpl');
+  if (!tpl) return;
+  $('msd-body').replaceChildren(tpl.content);
+  tpl.remove();
+  $('msd-image').addEventListener('change', () => {
+    choice.image = $('msd-image').value;
+    const info = imageInfo(choice.image);
+    // An .iso is a CD by default; anything else a flash drive.
+    if (choice.image) choice.cdrom = choice.image.toLowerCase().endsWith('.iso') && (!info || info.size >= MIN_CDROM);
+    renderChoice();
+  });
+  for (const id of ['msd-cdrom', 'msd-flash']) {
+    $(id).addEventListener('change', () => {
+      choice.cdrom = $('msd-cdrom').checked;
+      if (choice.cdrom) choice.rw = false;
+      renderChoice();
+    });
+  }
+  $('msd-rw').addEventListener('change', () => {
+    choice.rw = $('msd-rw').checked;
+  });
+  $('msd-connect').addEventListener('click', connectDrive);
+  $('msd-disconnect').addEventListener('click', disconnectDrive);
+  $('msd-upload-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const file = $('msd-file').files[0];
+    if (!file) {
+      message('Choose a file to upload first.', true);
+      return;
+    }
+    if (state?.storage?.images?.[file.name]) {
+      message(`${file.name} is already on the device: delete it first, or rename the file.`, true);
+      return;
+    }
+    upload(file);
+  });
+  $('msd-cancel').addEventListener('click', () => {
+    if (xhr) xhr.abort();
+  });
+  $('msd-confirm-yes').addEventListener('click', () => {
+    $('msd-confirm').hidden = true;
+    if (confirmDelete) deleteImage(confirmDelete);
+    confirmDelete = null;
+  });
+  $('msd-confirm-no').addEventListener('click', () => {
+    $('msd-confirm').hidden = true;
+    confirmDelete = null;
+  });
+}
+
 function render(st) {
   state = st;
   const card = $('msd');
@@ -140,6 +196,7 @@ function render(st) {
   $('msd-off').textContent = !st.enabled
     ? 'Virtual media is turned off on this device.'
     : 'Virtual media is offline: the USB gadget has no drive, or the image storage cannot be read.';
+  if (st.enabled && st.online) mountBody();
   $('msd-body').hidden = !(st.enabled && st.online);
   if (!st.online || !st.storage || !st.drive) return;
   if (!choice) choice = { image: st.drive.image?.name || '', cdrom: st.drive.cdrom, rw: st.drive.rw };
@@ -235,69 +292,16 @@ function upload(file) {
   req.send(file);
 }
 
-function connect() {
-  const ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/api/ws?stream=0');
-  ws.onmessage = (ev) => {
-    let msg;
-    try { msg = JSON.parse(ev.data); } catch { return; }
-    if (msg.event_type === 'msd' && msg.event) {
-      render(msg.event);
-      $('msd').dataset.live = '1';
-    }
-  };
-  ws.onclose = () => {
-    $('msd').dataset.live = '0';
-    setTimeout(connect, RECONNECT);
-  };
-}
-
-$('msd-image').addEventListener('change', () => {
-  choice.image = $('msd-image').value;
-  const info = imageInfo(choice.image);
-  // An .iso is a CD by default; anything else a flash drive.
-  if (choice.image) choice.cdrom = choice.image.toLowerCase().endsWith('.iso') && (!info || info.size >= MIN_CDROM);
-  renderChoice();
-});
-for (const id of ['msd-cdrom', 'msd-flash']) {
-  $(id).addEventListener('change', () => {
-    choice.cdrom = $('msd-cdrom').checked;
-    if (choice.cdrom) choice.rw = false;
-    renderChoice();
-  });
-}
-$('msd-rw').addEventListener('change', () => {
-  choice.rw = $('msd-rw').checked;
-});
-$('msd-connect').addEventListener('click', connectDrive);
-$('msd-disconnect').addEventListener('click', disconnectDrive);
-$('msd-upload-form').addEventListener('submit', (ev) => {
-  ev.preventDefault();
-  const file = $('msd-file').files[0];
-  if (!file) {
-    message('Choose a file to upload first.', true);
-    return;
-  }
-  if (state?.storage?.images?.[file.name]) {
-    message(`${file.name} is already on the device: delete it first, or rename the file.`, true);
-    return;
-  }
-  upload(file);
-});
-$('msd-cancel').addEventListener('click', () => {
-  if (xhr) xhr.abort();
-});
-$('msd-confirm-yes').addEventListener('click', () => {
-  $('msd-confirm').hidden = true;
-  if (confirmDelete) deleteImage(confirmDelete);
-  confirmDelete = null;
-});
-$('msd-confirm-no').addEventListener('click', () => {
-  $('msd-confirm').hidden = true;
-  confirmDelete = null;
-});
 // Leaving the page cuts an upload: the browser asks first.
 window.addEventListener('beforeunload', (ev) => {
   if (xhr) ev.preventDefault();
 });
-refresh();
-connect();
+onEvent('msd', (st) => {
+  render(st);
+  $('msd').dataset.live = '1';
+});
+onStreamClosed(() => {
+  $('msd').dataset.live = '0';
+  // No state yet (the stream was refused or cut before its greeting): ask.
+  if (!state) refresh();
+});
