@@ -49,16 +49,14 @@ function render(st) {
   setLed('kbd-led-scroll', st.keyboard?.leds?.scroll);
 }
 
-let keymaps = null; // the last list of keymaps, for the form once it is in place
-
 /**
  * mountForm puts the text form in place, once, from its template: the page
  * comes without it and gets it with the first answer about the keyboard.
  * When a page has been parsed, Chromium lays the whole page out for the
- * form controls it holds, hidden ones too, before the page's load event: a
- * third of the dashboard's load time when its forms were in the page from
- * the start (issue 30). A form that shows before the device has answered
- * could do nothing yet anyway.
+ * form controls it holds, hidden ones too, before the page's load event:
+ * about a quarter of the dashboard's load time when its forms were in the
+ * page from the start (issue 30). A form that shows before the device has
+ * answered could do nothing yet anyway.
  */
 function mountForm() {
   const tpl = $('kbd-form-tpl');
@@ -66,11 +64,9 @@ function mountForm() {
   tpl.replaceWith(tpl.content);
   $('kbd-form').addEventListener('submit', type);
   $('kbd-stop').addEventListener('click', () => post('/api/hid/reset', {}, 'Stopped; every key and button released.'));
-  if (keymaps) showKeymaps(keymaps);
 }
 
 function showKeymaps(km) {
-  keymaps = km;
   mountForm();
   const sel = $('kbd-keymap');
   const want = sel.value || km.default; // a choice made on this page is kept
