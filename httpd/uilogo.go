@@ -35,8 +35,11 @@ func inlineLogo(files map[string]*uiFile) {
 		if p == nil || p.redirect != "" || !logoImgRe.Match(p.data) {
 			continue
 		}
-		out := logoImgRe.ReplaceAllString(string(p.data),
-			`<svg class="logo" width="$1" height="$2" aria-hidden="true" focusable="false" `+strings.TrimPrefix(svg, "<svg "))
+		// A function, not a template: a "$" in the file is no group reference.
+		out := logoImgRe.ReplaceAllStringFunc(string(p.data), func(img string) string {
+			m := logoImgRe.FindStringSubmatch(img)
+			return `<svg class="logo" width="` + m[1] + `" height="` + m[2] + `" aria-hidden="true" focusable="false" ` + strings.TrimPrefix(svg, "<svg ")
+		})
 		files[pg.file] = newUIFile(pg.file, []byte(out))
 	}
 }

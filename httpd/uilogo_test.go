@@ -53,8 +53,8 @@ func TestUILogoInlined(t *testing.T) {
 	}
 }
 
-// TestUILogoNotSVG leaves the pages alone when favicon.svg is not one
-// <svg> element.
+// TestUILogoNotSVG inlines markup with a "$" as it is, and leaves the
+// pages alone when favicon.svg is not one <svg> element.
 func TestUILogoNotSVG(t *testing.T) {
 	ui := fstest.MapFS{}
 	for k, v := range testUI {
@@ -62,6 +62,15 @@ func TestUILogoNotSVG(t *testing.T) {
 	}
 	page := `<h1><img src="/static/favicon.svg" alt="" width="28" height="28"> kvmd</h1>`
 	ui["login.html"] = &fstest.MapFile{Data: []byte(page)}
+	// Markup with a "$" goes in as it is (it is no regexp group).
+	ui["favicon.svg"] = &fstest.MapFile{Data: []byte(`<svg viewBox="0 0 1 1"><title>$1 $$</title></svg>`)}
+	files, _, err := loadUI(ui)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(files["login.html"].data), `<h1><svg class="logo" width="28" height="28" aria-hidden="true" focusable="false" viewBox="0 0 1 1"><title>$1 $$</title></svg> kvmd</h1>`; got != want {
+		t.Errorf("login.html = %q, want %q", got, want)
+	}
 	for _, bad := range []string{"", "<p>x</p>", "<svg x></svg><svg y></svg>"} {
 		ui["favicon.svg"] = &fstest.MapFile{Data: []byte(bad)}
 		files, _, err := loadUI(ui)

@@ -7,6 +7,17 @@ export const NONE = '—';
 /** $ returns the element with the given id. */
 export const $ = (id) => document.getElementById(id);
 
+/**
+ * mountTemplate puts the content of the <template> with the given id in
+ * its place, once: true when it did, false when it was done before.
+ */
+export function mountTemplate(id) {
+  const tpl = $(id);
+  if (!tpl) return false;
+  tpl.replaceWith(tpl.content);
+  return true;
+}
+
 /** markReady tells the browser tests that the page's first state is rendered. */
 export function markReady() {
   document.body.dataset.ready = '1';

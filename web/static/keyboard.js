@@ -3,7 +3,7 @@
 // /api/hid/events/send_shortcut), and the host's lock lights, live from
 // kvmd's event stream (/api/ws). The full console (video, captured keys
 // and mouse) is another page.
-import { $, api, errorMessage, h } from './common.js';
+import { $, api, errorMessage, h, mountTemplate } from './common.js';
 import { onEvent, onStreamClosed } from './events.js';
 
 // The shortcuts: [label, the keys' KeyboardEvent.code names, pressed in order].
@@ -59,9 +59,7 @@ function render(st) {
  * answered could do nothing yet anyway.
  */
 function mountForm() {
-  const tpl = $('kbd-form-tpl');
-  if (!tpl) return;
-  tpl.replaceWith(tpl.content);
+  if (!mountTemplate('kbd-form-tpl')) return;
   $('kbd-form').addEventListener('submit', type);
   $('kbd-stop').addEventListener('click', () => post('/api/hid/reset', {}, 'Stopped; every key and button released.'));
 }

@@ -4,7 +4,7 @@
 // drive. The state is /api/msd, live from the event stream (/api/ws): an
 // upload from another window or client shows too, and so does, after a
 // reload, what became of this page's own upload.
-import { $, api, errorMessage, fmtBytes, h } from './common.js';
+import { $, api, errorMessage, fmtBytes, h, mountTemplate } from './common.js';
 import { onEvent, onStreamClosed } from './events.js';
 
 const MIN_CDROM = 300 * 2048; // the kernel's smallest CD-ROM (msd.MinCDROMSize)
@@ -137,10 +137,7 @@ function setProgress(name, done, total, suffix) {
  * shows them (keyboard.js's mountForm says why).
  */
 function mountBody() {
-  const tpl = $('msd-body-tpl');
-  if (!tpl) return;
-  $('msd-body').replaceChildren(tpl.content);
-  tpl.remove();
+  if (!mountTemplate('msd-body-tpl')) return;
   $('msd-image').addEventListener('change', () => {
     choice.image = $('msd-image').value;
     const info = imageInfo(choice.image);
