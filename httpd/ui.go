@@ -13,11 +13,11 @@ import (
 	"time"
 )
 
-// pageCSP is the Content-Security-Policy of the web UI's pages and files:
-// scripts, styles and images from the device only, requests to it only,
-// nothing inline, never framed.
-const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
-	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+// pageCSP is the Content-Security-Policy of the web UI's files and of a
+// page with nothing inline: scripts, styles and images from the device
+// only, requests to it only, never framed. A page with its stylesheet and
+// script inline allows those two as well, by hash (inlineAssets).
+var pageCSP = pageCSPFor(nil, nil)
 
 // The web UI's pages: path → file in Config.UI. All but the login page
 // need a session; a browser without one is sent to the login page.
@@ -50,18 +50,22 @@ type uiFile struct {
 	data     []byte
 	etag     string
 	ctype    string
-	redirect string // set: a 302 there instead
+	csp      string  // the page's own Content-Security-Policy; "": pageCSP
+	redirect string  // set: a 302 there instead
+	gz       *uiGzip // nil: never compressed (too small)
 }
 
-// loadUI reads every file of fsys, gives each page one script (bundleUI)
-// and its logo inline (inlineLogo); skipped are the pages left with their
-// scripts as they are, with why.
+// loadUI reads every file of fsys, gives each page one script (bundleUI),
+// its logo inline (inlineLogo), then its stylesheet and script inline
+// (inlineAssets); skipped are the pages left with their scripts as they
+// are, with why.
 func loadUI(fsys fs.FS) (files map[string]*uiFile, skipped map[string]error, err error) {
 	if files, err = readUI(fsys); err != nil {
 		return nil, nil, err
 	}
 	skipped = bundleUI(files)
 	inlineLogo(files)
+	inlineAssets(files)
 	return files, skipped, nil
 }
 
@@ -110,7 +114,11 @@ func newUIFile(name string, data []byte) *uiFile {
 	if ctype == "" {
 		ctype = http.DetectContentType(data)
 	}
-	return &uiFile{data: data, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, ctype: ctype}
+	f := &uiFile{data: data, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, ctype: ctype}
+	if len(data) >= gzipMin {
+		f.gz = &uiGzip{}
+	}
+	return f
 }
 
 // uiRoute returns the UI file for a request path outside /api, and
@@ -152,7 +160,11 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, f *uiFile, publ
 		return methodNotAllowed("GET, HEAD")
 	}
 	h := w.Header()
-	h.Set("Content-Security-Policy", pageCSP)
+	if f.csp != "" {
+		h.Set("Content-Security-Policy", f.csp)
+	} else {
+		h.Set("Content-Security-Policy", pageCSP)
+	}
 	if f.redirect != "" {
 		h.Set("Location", f.redirect)
 		w.WriteHeader(http.StatusFound)
@@ -170,12 +182,14 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, f *uiFile, publ
 			w.WriteHeader(http.StatusFound)
 			return nil
 		}
-	} else {
+	}
+	body, etag := uiBody(h, r, f)
+	if public {
 		// Public files may be revalidated rather than fetched again.
 		h.Set("Cache-Control", "no-cache")
-		h.Set("ETag", f.etag)
+		h.Set("ETag", etag)
 	}
 	h.Set("Content-Type", f.ctype)
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.data))
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 	return nil
 }

@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"errors"
+	"io/fs"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,8 +31,18 @@ func bundleTestUI(extra fstest.MapFS) fstest.MapFS {
 	return ui
 }
 
+// bundledUI is fsys's files after bundleUI alone, and the pages it skipped
+// (loadUI goes on to put the bundles in the pages).
+func bundledUI(fsys fs.FS) (map[string]*uiFile, map[string]error, error) {
+	files, err := readUI(fsys)
+	if err != nil {
+		return nil, nil, err
+	}
+	return files, bundleUI(files), nil
+}
+
 func TestUIBundle(t *testing.T) {
-	files, skipped, err := loadUI(bundleTestUI(nil))
+	files, skipped, err := bundledUI(bundleTestUI(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +87,7 @@ func TestUIBundle(t *testing.T) {
 		"missing file":   "import { x } from './nope.js';\n",
 		"entry imported": "import { y } from './b.js';\n",
 	} {
-		files, skipped, err := loadUI(bundleTestUI(fstest.MapFS{"a.js": {Data: []byte(src)}}))
+		files, skipped, err := bundledUI(bundleTestUI(fstest.MapFS{"a.js": {Data: []byte(src)}}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +107,7 @@ func TestUIBundled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, skipped, err := loadUI(web.FS())
+	files, skipped, err := bundledUI(web.FS())
 	if err != nil {
 		t.Fatal(err)
 	}
