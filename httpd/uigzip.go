@@ -90,16 +90,24 @@ func qAboveZero(params string) bool {
 }
 
 // uiBody returns the bytes to send of f for r, and their ETag, setting
-// Content-Encoding and Vary in h.
+// Content-Encoding, Content-Length and Vary in h.
+//
+// http.ServeContent leaves out the length of a reply with a
+// Content-Encoding (it would be wrong for a range of it), and such a reply
+// then goes chunked: its last chunk is a write of its own after the
+// handler is done, after the access log's line, and the browser waits for
+// it. A gzipped file therefore goes whole, with its length; a request for
+// a range of a file (browsers make none for these) gets it as it is.
 func uiBody(h http.Header, r *http.Request, f *uiFile) ([]byte, string) {
 	gz, etag := f.gzipped()
 	if gz == nil {
 		return f.data, f.etag
 	}
 	h.Add("Vary", "Accept-Encoding")
-	if !acceptsGzip(r.Header.Get("Accept-Encoding")) {
+	if !acceptsGzip(r.Header.Get("Accept-Encoding")) || r.Header.Get("Range") != "" {
 		return f.data, f.etag
 	}
 	h.Set("Content-Encoding", "gzip")
+	h.Set("Content-Length", strconv.Itoa(len(gz)))
 	return gz, etag
 }

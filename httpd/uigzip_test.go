@@ -3,6 +3,7 @@ package httpd
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -43,7 +44,14 @@ func TestUIGzip(t *testing.T) {
 	for k, v := range testUI {
 		ui[k] = v
 	}
-	big := strings.Repeat("const a = 'the same line, over and over';\n", 200)
+	// Hex of an LCG: gzip halves it, and the gzipped body is still more
+	// than net/http buffers before it sends a reply chunked.
+	var sb strings.Builder
+	for i, x := 0, uint32(7); i < 2000; i++ {
+		x = x*1664525 + 1013904223
+		fmt.Fprintf(&sb, "%08x", x)
+	}
+	big := sb.String()
 	ui["big.js"] = &fstest.MapFile{Data: []byte(big)}
 	e := newEnv(t, envOpts{ui: ui})
 	gz := map[string]string{"Accept-Encoding": "gzip, deflate, br"}
@@ -53,7 +61,11 @@ func TestUIGzip(t *testing.T) {
 	if resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Vary") != "Accept-Encoding" {
 		t.Fatalf("Content-Encoding %q, Vary %q", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
 	}
-	if len(body) >= len(big)/4 {
+	// Whole, with its length (not chunked).
+	if resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) != 0 {
+		t.Errorf("Content-Length %d, Transfer-Encoding %q, body %d bytes", resp.ContentLength, resp.TransferEncoding, len(body))
+	}
+	if len(body) >= len(big)*3/4 || len(body) < 4<<10 {
 		t.Errorf("%d bytes gzipped, of %d", len(body), len(big))
 	}
 	zr, err := gzip.NewReader(strings.NewReader(body))
@@ -84,6 +96,11 @@ func TestUIGzip(t *testing.T) {
 		if resp.StatusCode != tc.status {
 			t.Errorf("%s, If-None-Match %s: %d, want %d", tc.enc, tc.tag, resp.StatusCode, tc.status)
 		}
+	}
+	// A range is of the file as it is.
+	resp, body = e.uiGet("GET", "/static/big.js", map[string]string{"Accept-Encoding": "gzip", "Range": "bytes=0-4"})
+	if resp.StatusCode != 206 || resp.Header.Get("Content-Encoding") != "" || body != big[:5] {
+		t.Errorf("a range: %d, Content-Encoding %q, %q", resp.StatusCode, resp.Header.Get("Content-Encoding"), body)
 	}
 	// HEAD says what GET would send.
 	if resp, body := e.uiGet("HEAD", "/static/big.js", gz); resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "gzip" || body != "" {

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"kvmd/hid"
 )
 
 // readAll returns every file of FS by name.
@@ -198,5 +200,28 @@ func TestImportsExist(t *testing.T) {
 	}
 	if found < 3 {
 		t.Errorf("found %d imports, want one in each page's script at least", found)
+	}
+}
+
+// TestShortcutKeys: every shortcut button on the dashboard presses keys
+// the HID layer knows (send_shortcut refuses an unknown name), at most
+// six besides modifiers, and no two buttons are the same.
+func TestShortcutKeys(t *testing.T) {
+	page := readAll(t)["index.html"]
+	buttons := regexp.MustCompile(`<button type="button" class="secondary" data-keys="([^"]*)">([^<]+)</button>`).FindAllStringSubmatch(page, -1)
+	if len(buttons) < 10 {
+		t.Fatalf("%d shortcut buttons in index.html", len(buttons))
+	}
+	seen := map[string]bool{}
+	for _, b := range buttons {
+		if seen[b[1]] || seen[b[2]] {
+			t.Errorf("%s (%s) twice", b[2], b[1])
+		}
+		seen[b[1]], seen[b[2]] = true, true
+		for _, name := range strings.Split(b[1], ",") {
+			if _, ok := hid.KeyByName(name); !ok {
+				t.Errorf("%s: no key %q", b[2], name)
+			}
+		}
 	}
 }
