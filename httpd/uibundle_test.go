@@ -78,14 +78,17 @@ func TestUIBundle(t *testing.T) {
 	}
 
 	for name, src := range map[string]string{
-		"default export": "export default 1;\n",
-		"export list":    "const z = 1;\nexport { z };\n",
-		"renamed import": "import { x as z } from './common.js';\n",
-		"namespace":      "import * as c from './common.js';\n",
-		"dynamic import": "const m = await import('./common.js');\n",
-		"import.meta":    "const u = import.meta.url;\n",
-		"missing file":   "import { x } from './nope.js';\n",
-		"entry imported": "import { y } from './b.js';\n",
+		"default export":  "export default 1;\n",
+		"export list":     "const z = 1;\nexport { z };\n",
+		"renamed import":  "import { x as z } from './common.js';\n",
+		"namespace":       "import * as c from './common.js';\n",
+		"dynamic import":  "const m = await import('./common.js');\n",
+		"import.meta":     "const u = import.meta.url;\n",
+		"missing file":    "import { x } from './nope.js';\n",
+		"entry imported":  "import { y } from './b.js';\n",
+		"indented import": "const y = 1;\n  import { x } from './common.js';\n",
+		"export later":    "const y = 1;\n\t export { y };\n",
+		"import, spaced":  "const m = import\n  ('./common.js');\n",
 	} {
 		files, skipped, err := bundledUI(bundleTestUI(fstest.MapFS{"a.js": {Data: []byte(src)}}))
 		if err != nil {
@@ -97,6 +100,21 @@ func TestUIBundle(t *testing.T) {
 		if files["index.bundle.js"] != nil || !strings.Contains(string(files["index.html"].data), `src="/static/a.js"`) {
 			t.Errorf("%s: the page was bundled", name)
 		}
+	}
+}
+
+// TestUIBundleWords: the words import and export inside other words, or
+// not where a statement would start, are left as they are.
+func TestUIBundleWords(t *testing.T) {
+	src := "import { x } from './common.js';\nconst important = x, exported = 2;\n" +
+		"const s = \"import { x } from './common.js';\";\nwindow.reimport?.();\n"
+	files, skipped, err := bundledUI(bundleTestUI(fstest.MapFS{"a.js": {Data: []byte(src)}}))
+	if err != nil || len(skipped) != 0 {
+		t.Fatalf("skipped %v, %v", skipped, err)
+	}
+	want := "// /static/a.js\ntry {\n" + strings.TrimPrefix(src, "import { x } from './common.js';\n") + "} catch (e) {"
+	if b := files["index.bundle.js"]; b == nil || !strings.Contains(string(b.data), want) {
+		t.Errorf("bundle has no\n%s", want)
 	}
 }
 

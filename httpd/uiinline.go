@@ -1,6 +1,7 @@
 package httpd
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"regexp"
@@ -24,16 +25,16 @@ import (
 // parser reads it (a "</style", "</script", "<script" or "<!--" in it) is
 // left a file, linked as before.
 
-var (
-	styleLinkRe  = regexp.MustCompile(`(?m)^<link rel="stylesheet" href="/static/([^"/]+\.css)">\n`)
-	bundleLinkRe = regexp.MustCompile(`(?m)^<script type="module" blocking="render" src="/static/([^"/]+` + regexp.QuoteMeta(bundleSuffix) + `)"></script>\n`)
-	// rawTextEndRe finds what an inline <style> or <script> must not hold.
-	rawTextEndRe = regexp.MustCompile(`(?i)</style|</script|<script|<!--`)
-)
+// assetLinkRe is a page's link to its stylesheet (group 1: its file) or
+// to its bundle (group 2), as the pages and bundleUI write them.
+var assetLinkRe = regexp.MustCompile(`(?m)^(?:<link rel="stylesheet" href="/static/([^"/]+\.css)">|` +
+	`<script type="module" blocking="render" src="/static/([^"/]+` + regexp.QuoteMeta(bundleSuffix) + `)"></script>)\n`)
 
 // inlineAssets puts each page's stylesheet and bundle in the page, and
 // gives the page the Content-Security-Policy that lets them run. A bundle
-// put in every page that had it is no longer served as a file.
+// put in every page that had it is no longer served as a file. It runs at
+// every start, so it makes each page in one buffer: the garbage of a
+// regexp replacement per tag was most of the daemon's heap at start.
 func inlineAssets(files map[string]*uiFile) {
 	inlined := map[string]bool{} // bundles put in a page
 	kept := map[string]bool{}    // bundles still linked by a page
@@ -42,21 +43,53 @@ func inlineAssets(files map[string]*uiFile) {
 		if f == nil || f.redirect != "" {
 			continue
 		}
-		page := string(f.data)
-		var styles, scripts []string
-		page = replaceLinks(page, styleLinkRe, files, func(name, text string) string {
-			styles = append(styles, cspHash(text))
-			return "<style>" + text + "</style>\n"
-		}, nil)
-		page = replaceLinks(page, bundleLinkRe, files, func(name, text string) string {
-			scripts = append(scripts, cspHash(text))
-			inlined[name] = true
-			return `<script type="module">` + text + "</script>\n"
-		}, kept)
-		if len(styles) == 0 && len(scripts) == 0 {
+		type part struct {
+			start, end int    // the tag in f.data
+			text       []byte // what goes in its place
+			script     bool
+		}
+		var parts []part
+		size := len(f.data)
+		for _, m := range assetLinkRe.FindAllSubmatchIndex(f.data, -1) {
+			p := part{start: m[0], end: m[1], script: m[4] >= 0}
+			g := 2 // the group that matched
+			if p.script {
+				g = 4
+			}
+			name := string(f.data[m[g]:m[g+1]])
+			a := files[name]
+			if a == nil || a.redirect != "" || hasRawTextEnd(a.data) {
+				if p.script {
+					kept[name] = true
+				}
+				continue
+			}
+			if p.script {
+				inlined[name] = true
+			}
+			p.text = bytes.TrimRight(a.data, "\n")
+			parts = append(parts, p)
+			size += len(p.text) + len(`<script type="module"></script>`)
+		}
+		if len(parts) == 0 {
 			continue
 		}
-		nf := newUIFile(pg.file, []byte(page))
+		out := make([]byte, 0, size)
+		var styles, scripts []string
+		last := 0
+		for _, p := range parts {
+			out = append(out, f.data[last:p.start]...)
+			if p.script {
+				scripts = append(scripts, cspHash(p.text))
+				out = append(append(append(out, `<script type="module">`...), p.text...), "</script>\n"...)
+			} else {
+				styles = append(styles, cspHash(p.text))
+				out = append(append(append(out, "<style>"...), p.text...), "</style>\n"...)
+			}
+			last = p.end
+		}
+		out = append(out, f.data[last:]...)
+		nf := newUIFile(pg.file, out)
 		nf.csp = pageCSPFor(scripts, styles)
 		files[pg.file] = nf
 	}
@@ -67,27 +100,33 @@ func inlineAssets(files map[string]*uiFile) {
 	}
 }
 
-// replaceLinks replaces each tag of re in page whose file (re's group)
-// can go inline with put's result; the names of those left as tags are
-// added to kept.
-func replaceLinks(page string, re *regexp.Regexp, files map[string]*uiFile, put func(name, text string) string, kept map[string]bool) string {
-	return re.ReplaceAllStringFunc(page, func(tag string) string {
-		name := re.FindStringSubmatch(tag)[1]
-		f := files[name]
-		if f == nil || f.redirect != "" || rawTextEndRe.Match(f.data) {
-			if kept != nil {
-				kept[name] = true
+// rawTextEnds are what an inline <style> or <script> must not hold, in
+// lower case: each could end the element early or change how the HTML
+// parser reads its text.
+var rawTextEnds = []string{"</style", "</script", "<script", "<!--"}
+
+// hasRawTextEnd tells whether text holds one of rawTextEnds, in any case.
+func hasRawTextEnd(text []byte) bool {
+	for i := bytes.IndexByte(text, '<'); i >= 0; {
+		rest := text[i:]
+		for _, end := range rawTextEnds {
+			if len(rest) >= len(end) && bytes.EqualFold(rest[:len(end)], []byte(end)) {
+				return true
 			}
-			return tag
 		}
-		return put(name, strings.TrimRight(string(f.data), "\n"))
-	})
+		j := bytes.IndexByte(rest[1:], '<')
+		if j < 0 {
+			break
+		}
+		i += j + 1
+	}
+	return false
 }
 
 // cspHash is the Content-Security-Policy source that allows an inline
 // element whose text is text.
-func cspHash(text string) string {
-	sum := sha256.Sum256([]byte(text))
+func cspHash(text []byte) string {
+	sum := sha256.Sum256(text)
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }
 
