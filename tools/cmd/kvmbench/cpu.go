@@ -60,10 +60,10 @@ func parseProcStat(b []byte) (time.Duration, error) {
 	return time.Duration(ticks) * (time.Second / clockTicks), nil
 }
 
-// countConfig is one CPU measurement: Requests requests over Conns
-// keep-alive connections in a closed loop, after Warm uncounted ones on
-// the same connections, with the CPU time of process PID read before
-// and after the counted ones.
+// countConfig is one server's side of a CPU measurement: Requests
+// requests of Request over Conns keep-alive connections to Addr in a
+// closed loop, after Warm uncounted ones on the same connections, with
+// the CPU time of its process PID read before and after.
 type countConfig struct {
 	Addr       string
 	Request    []byte
@@ -74,90 +74,153 @@ type countConfig struct {
 	PID        int
 }
 
-// countResult is what a CPU measurement saw.
+// countResult is what a CPU measurement saw of one server.
 type countResult struct {
-	CPU     time.Duration // the server's user + system time over the counted requests
-	Elapsed time.Duration
+	CPU     time.Duration // the server's user + system time over the measurement
+	Elapsed time.Duration // the wall time of the measurement
 }
 
 // PerRequest is the server's CPU time per counted request.
 func (r countResult) PerRequest(n int) time.Duration { return r.CPU / time.Duration(n) }
 
-// runCount performs one CPU measurement. The requests are shared out
-// through a counter, so exactly cfg.Requests are sent whatever the
-// connections' speeds; the CPU time is read once the last reply is in.
-func runCount(ctx context.Context, cfg countConfig) (countResult, error) {
+// cpuSlices is how many turns each server of a pair gets in one
+// measurement, its requests shared out between them.
+const cpuSlices = 10
+
+// loadConns are the keep-alive connections to one server.
+type loadConns struct {
+	cfg     countConfig
+	conns   []net.Conn
+	readers []*respReader
+}
+
+func dialLoad(ctx context.Context, cfg countConfig) (*loadConns, error) {
 	if cfg.Conns < 1 || cfg.Requests < 1 {
-		return countResult{}, errors.New("cpu: need a connection and a request")
+		return nil, errors.New("cpu: need a connection and a request")
 	}
-	conns := make([]net.Conn, 0, cfg.Conns)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
+	l := &loadConns{cfg: cfg}
 	d := net.Dialer{Timeout: 2 * time.Second}
-	readers := make([]*respReader, 0, cfg.Conns)
 	for range cfg.Conns {
 		c, err := d.DialContext(ctx, "tcp", cfg.Addr)
 		if err != nil {
-			return countResult{}, fmt.Errorf("cpu: %w", err)
+			l.close()
+			return nil, fmt.Errorf("cpu: %w", err)
 		}
-		conns = append(conns, c)
-		readers = append(readers, newRespReader(c))
+		l.conns = append(l.conns, c)
+		l.readers = append(l.readers, newRespReader(c))
+	}
+	return l, nil
+}
+
+func (l *loadConns) close() {
+	for _, c := range l.conns {
+		c.Close()
+	}
+}
+
+// drive sends n requests over the connections, shared out through a
+// counter, so exactly n are sent whatever the connections' speeds, and
+// returns once the last reply is in.
+func (l *loadConns) drive(ctx context.Context, n int) error {
+	var (
+		left    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	left.Store(int64(n))
+	for i, c := range l.conns {
+		wg.Go(func() {
+			if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+				errOnce.Do(func() { first = err })
+				return
+			}
+			for left.Add(-1) >= 0 {
+				if err := countOne(c, l.readers[i], l.cfg); err != nil {
+					errOnce.Do(func() { first = err })
+					left.Store(0)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return first
+}
+
+// runPair measures two servers' CPU time over their requests, in turns:
+// after each side's warm-up, the CPU times of both processes are read,
+// then each sends its requests in cpuSlices turns, the two alternating
+// (pair[0] first, then pair[1] first, and so on), then both CPU times are
+// read again. A spell of the machine's noise (the load generator shares
+// the cores, and the caches) then falls on both alike, and what a server
+// does after its requests while the other's are sent (its garbage
+// collection) is counted as its own.
+func runPair(ctx context.Context, pair [2]countConfig) ([2]countResult, error) {
+	var res [2]countResult
+	var loads [2]*loadConns
+	defer func() {
+		for _, l := range loads {
+			if l != nil {
+				l.close()
+			}
+		}
+	}()
+	for i, cfg := range pair {
+		l, err := dialLoad(ctx, cfg)
+		if err != nil {
+			return res, err
+		}
+		loads[i] = l
 	}
 	stop := context.AfterFunc(ctx, func() {
-		for _, c := range conns {
-			c.Close()
+		for _, l := range loads {
+			l.close()
 		}
 	})
 	defer stop()
-	drive := func(n int) error {
-		var (
-			left    atomic.Int64
-			wg      sync.WaitGroup
-			errOnce sync.Once
-			first   error
-		)
-		left.Store(int64(n))
-		for i, c := range conns {
-			wg.Go(func() {
-				if err := c.SetDeadline(time.Now().Add(time.Minute)); err != nil {
-					errOnce.Do(func() { first = err })
-					return
-				}
-				for left.Add(-1) >= 0 {
-					if err := countOne(c, readers[i], cfg); err != nil {
-						errOnce.Do(func() { first = err })
-						left.Store(0)
-						return
-					}
-				}
-			})
+	for _, l := range loads {
+		if err := l.drive(ctx, l.cfg.Warm); err != nil {
+			return res, err
 		}
-		wg.Wait()
-		if ctx.Err() != nil {
-			return ctx.Err()
+	}
+	var cpu0 [2]time.Duration
+	for i, cfg := range pair {
+		c, err := procCPU(cfg.PID)
+		if err != nil {
+			return res, err
 		}
-		return first
+		cpu0[i] = c
 	}
-	if err := drive(cfg.Warm); err != nil {
-		return countResult{}, err
+	for s := range cpuSlices {
+		for k := range 2 {
+			i := (s + k) % 2
+			cfg := pair[i]
+			n := cfg.Requests / cpuSlices
+			if s < cfg.Requests%cpuSlices {
+				n++
+			}
+			if n == 0 {
+				continue
+			}
+			t0 := time.Now()
+			if err := loads[i].drive(ctx, n); err != nil {
+				return res, err
+			}
+			res[i].Elapsed += time.Since(t0)
+		}
 	}
-	cpu0, err := procCPU(cfg.PID)
-	if err != nil {
-		return countResult{}, err
+	for i, cfg := range pair {
+		c, err := procCPU(cfg.PID)
+		if err != nil {
+			return res, err
+		}
+		res[i].CPU = c - cpu0[i]
 	}
-	t0 := time.Now()
-	if err := drive(cfg.Requests); err != nil {
-		return countResult{}, err
-	}
-	elapsed := time.Since(t0)
-	cpu1, err := procCPU(cfg.PID)
-	if err != nil {
-		return countResult{}, err
-	}
-	return countResult{CPU: cpu1 - cpu0, Elapsed: elapsed}, nil
+	return res, nil
 }
 
 func countOne(c net.Conn, rr *respReader, cfg countConfig) error {
@@ -186,7 +249,7 @@ type cpuRow struct {
 	maxRatio   float64
 	kvmd, base []time.Duration // per request, one of each per round
 	ratios     []float64       // kvmd / base of each round
-	elapsed    []time.Duration // kvmd's measurements' wall time
+	elapsed    []time.Duration // each pair's wall time, over which kvmd's CPU was read
 	failure    string
 }
 
@@ -268,9 +331,9 @@ func runCPUBench(ctx context.Context, cfg runConfig, scenarios []scenario, pidOf
 		return nil, err
 	}
 	logf("cpu: kvmd idle %.1f ms/s, baseline idle %.1f ms/s", res.idle*1000, res.baseIdle*1000)
-	measure := func(sc scenario) (countResult, error) {
-		return runCount(ctx, countConfig{Addr: sc.Addr, Request: sc.Request, WantStatus: sc.WantStatus,
-			Conns: cfg.Conns, Warm: cpuWarm, Requests: cfg.CPURequests, PID: pidOf(sc.Addr)})
+	count := func(sc scenario) countConfig {
+		return countConfig{Addr: sc.Addr, Request: sc.Request, WantStatus: sc.WantStatus,
+			Conns: cfg.Conns, Warm: cpuWarm, Requests: cfg.CPURequests, PID: pidOf(sc.Addr)}
 	}
 	for round := range cfg.CPURounds {
 		for i, r := range res.rows {
@@ -281,12 +344,7 @@ func runCPUBench(ctx context.Context, cfg runConfig, scenarios []scenario, pidOf
 			if (round+i)%2 == 1 {
 				pair[0], pair[1] = pair[1], pair[0]
 			}
-			var got [2]countResult
-			for j, sc := range pair {
-				if got[j], err = measure(sc); err != nil {
-					break
-				}
-			}
+			got, err := runPair(ctx, [2]countConfig{count(pair[0]), count(pair[1])})
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -301,7 +359,7 @@ func runCPUBench(ctx context.Context, cfg runConfig, scenarios []scenario, pidOf
 			}
 			kp, bp := k.PerRequest(cfg.CPURequests), b.PerRequest(cfg.CPURequests)
 			r.kvmd, r.base = append(r.kvmd, kp), append(r.base, bp)
-			r.elapsed = append(r.elapsed, k.Elapsed)
+			r.elapsed = append(r.elapsed, k.Elapsed+b.Elapsed) // kvmd's CPU was read over both
 			r.ratios = append(r.ratios, ratio(float64(kp), float64(bp)))
 			logf("cpu round %d/%d %-8s %s vs %s per request: %.2fx", round+1, cfg.CPURounds, r.name,
 				fmtCPU(kp), fmtCPU(bp), r.ratios[len(r.ratios)-1])
@@ -369,11 +427,14 @@ func writeCPU(w io.Writer, c *cpuResult) []string {
 // cpuMethod describes the CPU section.
 func cpuMethod(c *cpuResult) string {
 	return fmt.Sprintf("**CPU per request.** After the rounds above, on the same two server processes, each scenario and its baseline are measured in pairs, "+
-		"back to back, %d rounds, the pair's order alternating from one round (and one scenario) to the next: %d requests over %d keep-alive connections in a closed loop "+
-		"(after %d uncounted ones on the same connections), with the server's user + system CPU time read from `/proc/PID/stat` before and after "+
-		"(the kernel's accounting, in 10 ms ticks: at least %d of them per measurement here). The CPU time a process is charged does not depend on what else the cores do, "+
-		"so this is the figure to compare when the machine is shared; the ratio is the median of each round's kvmd / baseline.\n\n",
-		c.rounds, c.requests, c.conns, c.warm, minTicks(c))
+		"%d rounds: each server gets %d requests over %d keep-alive connections in a closed loop (after %d uncounted ones on the same connections), "+
+		"sent in %d turns that alternate between the two servers (which of them goes first alternates from one round, and one scenario, to the next), "+
+		"with both servers' user + system CPU time read from `/proc/PID/stat` before the first turn and after the last "+
+		"(the kernel's accounting, in 10 ms ticks: at least %d of them per server and pair here). The CPU time a process is charged moves far less with the "+
+		"machine's other work than its throughput does, but it still moves (the load generator shares the cores and their caches: the same bare server has been "+
+		"charged from 40 to 60 µs a request from one measurement to the next here); the turns put a spell of it on both servers alike, and what a server does "+
+		"after its requests while the other's are sent (its garbage collection) is counted as its own. The ratio is the median of each round's kvmd / baseline.\n\n",
+		c.rounds, c.requests, c.conns, c.warm, cpuSlices, minTicks(c))
 }
 
 // minTicks is the fewest clock ticks any measurement was charged.
