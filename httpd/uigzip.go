@@ -96,15 +96,17 @@ func qAboveZero(params string) bool {
 // Content-Encoding (it would be wrong for a range of it), and such a reply
 // then goes chunked: its last chunk is a write of its own after the
 // handler is done, after the access log's line, and the browser waits for
-// it. A gzipped file therefore goes whole, with its length; a request for
-// a range of a file (browsers make none for these) gets it as it is.
+// it. A gzipped file therefore goes whole, with its length. A request for
+// a range of a file, or one with If-Match (browsers send neither for
+// these; a 412 would go with the length of a body it does not have),
+// gets the file as it is, which http.ServeContent answers in full.
 func uiBody(h http.Header, r *http.Request, f *uiFile) ([]byte, string) {
 	gz, etag := f.gzipped()
 	if gz == nil {
 		return f.data, f.etag
 	}
 	h.Add("Vary", "Accept-Encoding")
-	if !acceptsGzip(r.Header.Get("Accept-Encoding")) || r.Header.Get("Range") != "" {
+	if !acceptsGzip(r.Header.Get("Accept-Encoding")) || r.Header.Get("Range") != "" || r.Header.Get("If-Match") != "" {
 		return f.data, f.etag
 	}
 	h.Set("Content-Encoding", "gzip")

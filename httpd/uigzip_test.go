@@ -102,6 +102,15 @@ func TestUIGzip(t *testing.T) {
 	if resp.StatusCode != 206 || resp.Header.Get("Content-Encoding") != "" || body != big[:5] {
 		t.Errorf("a range: %d, Content-Encoding %q, %q", resp.StatusCode, resp.Header.Get("Content-Encoding"), body)
 	}
+	// If-Match: the file as it is, and a 412 that is whole.
+	resp, _ = e.uiGet("GET", "/static/big.js", map[string]string{"Accept-Encoding": "gzip", "If-Match": `"nope"`})
+	if resp.StatusCode != 412 || resp.Header.Get("Content-Encoding") != "" {
+		t.Errorf("If-Match: %d, Content-Encoding %q", resp.StatusCode, resp.Header.Get("Content-Encoding"))
+	}
+	resp, body = e.uiGet("GET", "/static/big.js", map[string]string{"Accept-Encoding": "gzip", "If-Match": tag})
+	if resp.StatusCode != 200 || body != big {
+		t.Errorf("If-Match its tag: %d, %d bytes", resp.StatusCode, len(body))
+	}
 	// HEAD says what GET would send.
 	if resp, body := e.uiGet("HEAD", "/static/big.js", gz); resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "gzip" || body != "" {
 		t.Errorf("HEAD: %d, %q, %d bytes", resp.StatusCode, resp.Header.Get("Content-Encoding"), len(body))

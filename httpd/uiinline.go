@@ -14,12 +14,12 @@ import (
 // files are revalidated). Loaded in Chromium (kvmbench's web UI rows, 30
 // loads each), the login, dashboard and logs pages with both in them
 // loaded in 69-74 ms where they took 78-81 ms, against the bare baseline
-// page's 56-60 ms (issue 30). inlineAssets serves
-// each page with the two in place, made when the server starts: the
-// stylesheet in a <style>, the bundle in a <script type="module"> (still
-// a module: strict and deferred). The page's Content-Security-Policy
-// allows these two and nothing else inline, by their SHA-256 (pageCSPFor);
-// a style attribute or any other inline script is still refused.
+// page's 56-60 ms (issue 30). inlineAssets serves each page with the two
+// in place, made when the server starts: the stylesheet in a <style>, the
+// bundle in a <script type="module"> (still a module: strict and
+// deferred). The page's Content-Security-Policy allows these two and
+// nothing else inline, by their SHA-256 (pageCSPFor); a style attribute or
+// any other inline script is still refused.
 //
 // A file whose text could end its element early or change how the HTML
 // parser reads it (a "</style", "</script", "<script" or "<!--" in it) is
