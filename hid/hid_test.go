@@ -341,14 +341,15 @@ func TestPrintInterrupted(t *testing.T) {
 	for _, how := range []string{"reset", "print", "context", "stall"} {
 		t.Run(how, func(t *testing.T) {
 			h := newHost(t)
-			d := start(t, h, Config{})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
 			delay := 5 * time.Millisecond
 			if how == "stall" {
+				// Before the device starts: it opens the keyboard at once.
 				delay = 0
 				h.small = true
 			}
+			d := start(t, h, Config{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			errc := make(chan error, 1)
 			go func() {
 				errc <- d.Print(ctx, strings.Repeat("A", 2000) /* more than a socket queues (net.unix.max_dgram_qlen: 512) */, "", delay)
