@@ -67,8 +67,8 @@ func checkInlined(t *testing.T, name, page, csp, css, js string) {
 	if got := hashesOf(t, csp, "script-src"); len(got) != 1 || got[0] != sha256B64(scripts[0][1]) {
 		t.Errorf("%s: script-src hashes %v, want the script's %s", name, got, sha256B64(scripts[0][1]))
 	}
-	if want := strings.NewReplacer(" "+"'sha256-"+sha256B64(styles[0][1])+"'", "",
-		" "+"'sha256-"+sha256B64(scripts[0][1])+"'", "").Replace(csp); want != pageCSP {
+	if want := strings.NewReplacer(" 'sha256-"+sha256B64(styles[0][1])+"'", "",
+		" 'sha256-"+sha256B64(scripts[0][1])+"'", "").Replace(csp); want != pageCSP {
 		t.Errorf("%s: CSP without its hashes is %q, want pageCSP %q", name, want, pageCSP)
 	}
 }

@@ -92,8 +92,7 @@ async function type(ev) {
 $('kbd-shortcuts').addEventListener('click', (ev) => {
   const b = ev.target.closest('button[data-keys]');
   if (!b) return;
-  const keys = b.dataset.keys;
-  post('/api/hid/events/send_shortcut?keys=' + encodeURIComponent(keys), {}, 'Sent ' + b.textContent + '.');
+  post('/api/hid/events/send_shortcut?keys=' + encodeURIComponent(b.dataset.keys), {}, 'Sent ' + b.textContent + '.');
 });
 onEvent('hid', (st) => {
   render(st);
