@@ -33,7 +33,7 @@
 set -eu
 
 suite=bookworm
-packages=systemd,systemd-sysv,udev,dbus,linux-image-arm64,iproute2,kmod,procps,v4l-utils,ustreamer,evtest,usbutils,gpiod
+packages=systemd,systemd-sysv,udev,dbus,linux-image-arm64,iproute2,kmod,procps,v4l-utils,ustreamer,evtest,usbutils,gpiod,usbredirect
 size=2G
 
 check=false

@@ -24,7 +24,8 @@ import (
 // item that still holds items or links the user made; only existing
 // attributes can be written; a gadget is bound by writing a controller's
 // name to UDC (ENODEV for none, EBUSY when another gadget holds it), which
-// makes the hid functions' device nodes; linking a function into a bound
+// makes the hid functions' device nodes (each hid function takes the
+// lowest minor free, at most 4 of them); linking a function into a bound
 // gadget is EINVAL, unlinking one unbinds the gadget; an unknown function
 // type is ENOENT; cdrom and ro are EBUSY while a medium is in.
 type modelFS struct {
@@ -36,8 +37,7 @@ type modelFS struct {
 	funcTypes []string
 	// udev gives the hidg nodes to udevUID when they are made, as the
 	// package's rule does; -1: no rule.
-	udevUID   int
-	nextMinor int
+	udevUID int
 	// log is every change, for checking the order of operations.
 	log []string
 }
@@ -265,8 +265,11 @@ func (m *modelFS) Mkdir(rel string) error {
 		m.add(rel, &node{kind: kDir})
 		switch typ {
 		case "hid":
-			minor := m.nextMinor
-			m.nextMinor++
+			minor, err := m.hidMinor()
+			if err != nil {
+				delete(m.nodes, rel)
+				return perr("mkdir", rel, err)
+			}
 			m.files(rel, "protocol=0\n", "subclass=0\n", "report_length=0\n", "report_desc", "no_out_endpoint=0\n",
 				fmt.Sprintf("dev=236:%d\n", minor))
 		case "mass_storage":
@@ -488,4 +491,26 @@ func quick() Settings {
 	s := DefaultSettings()
 	s.NodeWait = 20 * time.Millisecond
 	return s
+}
+
+// hidMinors is f_hid.c's HIDG_MINORS: the hid functions the kernel has
+// room for, across every gadget.
+const hidMinors = 4
+
+// hidMinor is the minor a new hid function gets: the lowest one no
+// other holds (f_hid.c's hidg_get_minor, an IDA), ENODEV when all are
+// taken.
+func (m *modelFS) hidMinor() (int, error) {
+	taken := map[string]bool{}
+	for p, n := range m.nodes {
+		if strings.HasSuffix(p, "/dev") && strings.Contains(p, "/functions/hid.") {
+			taken[strings.TrimSpace(string(n.data))] = true
+		}
+	}
+	for minor := range hidMinors {
+		if !taken[fmt.Sprintf("236:%d", minor)] {
+			return minor, nil
+		}
+	}
+	return 0, syscall.ENODEV
 }

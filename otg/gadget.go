@@ -37,9 +37,13 @@ type Settings struct {
 	// RemoteWakeup lets a key press wake a sleeping host.
 	RemoteWakeup bool
 
-	// HorizontalWheel gives the mouse a horizontal wheel (7-byte reports
-	// instead of 6).
+	// HorizontalWheel gives the mice a horizontal wheel (7-byte reports
+	// instead of 6 for the absolute one, 5 instead of 4 for the relative
+	// one).
 	HorizontalWheel bool
+	// RelativeMouse adds the second, relative mouse (MouseAlt), which a
+	// host's firmware and systems without absolute pointers can use.
+	RelativeMouse bool
 	// CDROM makes the drive a CD-ROM rather than a removable disk until
 	// the daemon says otherwise.
 	CDROM bool
@@ -55,7 +59,8 @@ type Settings struct {
 
 // DefaultSettings returns PiKVM's gadget: the Linux Foundation's IDs for a
 // multifunction composite gadget, PiKVM's strings, USB 2.0, 250 mA, remote
-// wakeup, the mouse with a horizontal wheel, the drive a read-only
+// wakeup, an absolute and a relative mouse (kvmd's mouse and mouse_alt,
+// both on by default) with a horizontal wheel, the drive a read-only
 // removable disk (PiKVM's MSD resets it so: kvmd/plugins/msd/otg).
 func DefaultSettings() Settings {
 	return Settings{
@@ -70,6 +75,7 @@ func DefaultSettings() Settings {
 		MaxPower:        250,
 		RemoteWakeup:    true,
 		HorizontalWheel: true,
+		RelativeMouse:   true,
 		UID:             -1,
 		GID:             -1,
 		NodeWait:        5 * time.Second,
@@ -108,6 +114,9 @@ var (
 	// ErrNoFunction: the kernel has no driver for a function the gadget
 	// needs (usb_f_hid, usb_f_mass_storage).
 	ErrNoFunction = errors.New("otg: the kernel has no driver for a function")
+	// ErrNoHIDMinor: the kernel's hid functions are all taken (f_hid.c
+	// has room for four, across every gadget).
+	ErrNoHIDMinor = errors.New("otg: the kernel has room for no more hid functions (4 across every gadget)")
 	// ErrNoUDC: no USB device controller, or not the one configured.
 	ErrNoUDC = errors.New("otg: no USB device controller")
 	// ErrManyUDCs: several controllers, and none chosen.
@@ -126,9 +135,40 @@ const (
 
 // functions are the gadget's functions in the order they are made and
 // linked into the configuration: the kernel numbers hidg nodes in creation
-// order, so on a machine with no other gadget the keyboard is /dev/hidg0
-// and the mouse /dev/hidg1, as PiKVM's udev rules name them.
-var functions = []string{Keyboard, Mouse, MassStorage}
+// order, so on a machine with no other gadget the keyboard is /dev/hidg0,
+// the mouse /dev/hidg1 and the relative mouse /dev/hidg2, as PiKVM's udev
+// rules name them.
+func (c Settings) functions() []string {
+	return append(c.hidFunctions(), MassStorage)
+}
+
+// hidFunc is one of the gadget's hid functions and what it is.
+type hidFunc struct {
+	name string
+	hid  HID
+}
+
+// hids are the gadget's hid functions, in the order they are made.
+func (c Settings) hids() []hidFunc {
+	h := []hidFunc{{Keyboard, KeyboardHID()}, {Mouse, MouseHID(c.HorizontalWheel)}}
+	if c.RelativeMouse {
+		h = append(h, hidFunc{MouseAlt, RelativeMouseHID(c.HorizontalWheel)})
+	}
+	return h
+}
+
+// hidFunctions are the names of hids.
+func (c Settings) hidFunctions() []string {
+	var names []string
+	for _, h := range c.hids() {
+		names = append(names, h.name)
+	}
+	return names
+}
+
+// allFunctions are every function the gadget can have, for what differs
+// to find one that is there but not asked for.
+var allFunctions = []string{Keyboard, Mouse, MouseAlt, MassStorage}
 
 // Manager manages the gadget below a root directory ("/" on a device; a
 // model of configfs in tests).
@@ -153,7 +193,8 @@ type Result struct {
 	Changed bool
 	// UDC is the controller the gadget is bound to after Start.
 	UDC string
-	// Nodes are the keyboard's and mouse's device nodes ("/dev/hidg0").
+	// Nodes are the device nodes ("/dev/hidg0") of the keyboard, the
+	// mouse and, when there is one, the relative mouse.
 	Nodes []string
 	// Notes are what was done, one line each.
 	Notes []string
@@ -211,7 +252,7 @@ func (g *Manager) Start(ctx context.Context, c Settings) (Result, error) {
 		if err := g.create(c); err != nil {
 			return r, err
 		}
-		r.note("created gadget %s: %s", Gadget, strings.Join(functions, ", "))
+		r.note("created gadget %s: %s", Gadget, strings.Join(c.functions(), ", "))
 	default:
 		if err := g.remove(); err != nil {
 			return r, err
@@ -220,7 +261,7 @@ func (g *Manager) Start(ctx context.Context, c Settings) (Result, error) {
 		if err := g.create(c); err != nil {
 			return r, err
 		}
-		r.note("created gadget %s: %s", Gadget, strings.Join(functions, ", "))
+		r.note("created gadget %s: %s", Gadget, strings.Join(c.functions(), ", "))
 	}
 	if err := g.bind(udc); err != nil {
 		return r, err
@@ -484,11 +525,8 @@ func (c Settings) attrs() []attr {
 		// Bus powered (bit 7, always set) and remote wakeup (bit 5).
 		as = append(as, attr{path: "configs/" + Config + "/bmAttributes", data: []byte("0xa0")})
 	}
-	for _, h := range []struct {
-		fn string
-		d  HID
-	}{{Keyboard, KeyboardHID()}, {Mouse, MouseHID(c.HorizontalWheel)}} {
-		dir := "functions/" + h.fn + "/"
+	for _, h := range c.hids() {
+		dir := "functions/" + h.name + "/"
 		// Output reports (the keyboard's LEDs) by SET_REPORT on the
 		// control endpoint, as kvmd-otg does: one endpoint less each.
 		as = append(as, attr{path: dir + "no_out_endpoint", data: []byte("1"), optional: true})
@@ -496,10 +534,10 @@ func (c Settings) attrs() []attr {
 			as = append(as, attr{path: dir + "wakeup_on_write", data: []byte("1"), optional: true})
 		}
 		as = append(as,
-			attr{path: dir + "protocol", data: num(h.d.Protocol)},
-			attr{path: dir + "subclass", data: num(h.d.Subclass)},
-			attr{path: dir + "report_length", data: num(h.d.ReportLength)},
-			attr{path: dir + "report_desc", data: h.d.Descriptor},
+			attr{path: dir + "protocol", data: num(h.hid.Protocol)},
+			attr{path: dir + "subclass", data: num(h.hid.Subclass)},
+			attr{path: dir + "report_length", data: num(h.hid.ReportLength)},
+			attr{path: dir + "report_desc", data: h.hid.Descriptor},
 		)
 	}
 	lun := "functions/" + MassStorage + "/lun.0/"
@@ -531,9 +569,14 @@ func (g *Manager) differs(c Settings) (string, error) {
 	} else if err != nil {
 		return "", fmt.Errorf("otg: %w", err)
 	}
-	for _, fn := range functions {
-		if _, err := g.fs.Readlink(path.Join(GadgetDir, "configs", Config, fn)); err != nil {
+	want := c.functions()
+	for _, fn := range allFunctions {
+		_, err := g.fs.Readlink(path.Join(GadgetDir, "configs", Config, fn))
+		switch in := slices.Contains(want, fn); {
+		case in && err != nil:
 			return fmt.Sprintf("%s is not in configuration %s", fn, Config), nil
+		case !in && err == nil:
+			return fmt.Sprintf("%s is in configuration %s, not asked for", fn, Config), nil
 		}
 	}
 	for _, a := range c.attrs() {
@@ -580,7 +623,7 @@ func (g *Manager) create(c Settings) (err error) {
 		}
 	}()
 	dirs := []string{"", "strings/" + lang, "configs/" + Config}
-	for _, fn := range functions {
+	for _, fn := range c.functions() {
 		dirs = append(dirs, "functions/"+fn)
 	}
 	for _, d := range dirs {
@@ -590,6 +633,9 @@ func (g *Manager) create(c Settings) (err error) {
 				// or loadable module provides.
 				t, _, _ := strings.Cut(path.Base(d), ".")
 				return fmt.Errorf("%w: %s (modprobe usb_f_%s)", ErrNoFunction, t, t)
+			}
+			if strings.HasPrefix(d, "functions/hid.") && errors.Is(err, syscall.ENODEV) {
+				return fmt.Errorf("%w: making %s; another gadget holds the others (relative-mouse: false needs one less)", ErrNoHIDMinor, path.Base(d))
 			}
 			return fmt.Errorf("otg: making %s: %w", d, err)
 		}
@@ -606,7 +652,7 @@ func (g *Manager) create(c Settings) (err error) {
 			return fmt.Errorf("otg: writing %s: %w", a.path, err)
 		}
 	}
-	for _, fn := range functions {
+	for _, fn := range c.functions() {
 		if err := g.fs.Symlink(FunctionDir(fn), path.Join(GadgetDir, "configs", Config, fn)); err != nil {
 			return fmt.Errorf("otg: linking %s into %s: %w", fn, Config, err)
 		}
@@ -682,14 +728,14 @@ func (g *Manager) remove() error {
 	return errors.Join(errs...)
 }
 
-// ownNodes waits for the keyboard's and mouse's device nodes, which the
+// ownNodes waits for the hid functions' device nodes, which the
 // kernel makes when the gadget is bound, and sees that they are UID's,
 // mode 0600: udev does that with the package's rule (and again whenever
 // the nodes are made anew: a rebind makes them anew); without the rule it
 // does so itself once udev had NodeWait to.
 func (g *Manager) ownNodes(ctx context.Context, c Settings, r *Result) ([]string, error) {
 	var nodes []string
-	for _, fn := range []string{Keyboard, Mouse} {
+	for _, fn := range c.hidFunctions() {
 		var node string
 		deadline := time.Now().Add(c.NodeWait)
 		for {

@@ -37,7 +37,7 @@ func TestStart(t *testing.T) {
 	s := quick()
 	s.UID, s.GID = kvmdUID, kvmdUID
 	r := started(t, m, s)
-	if !r.Changed || r.UDC != "fe980000.usb" || !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1"}) {
+	if !r.Changed || r.UDC != "fe980000.usb" || !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1", "/dev/hidg2"}) {
 		t.Errorf("Start = %+v", r)
 	}
 	for rel, want := range map[string]string{
@@ -57,6 +57,11 @@ func TestStart(t *testing.T) {
 		"functions/hid.usb0/no_out_endpoint":               "1\n",
 		"functions/hid.usb1/protocol":                      "0\n",
 		"functions/hid.usb1/report_length":                 "7\n",
+		"functions/hid.usb1/subclass":                      "0\n",
+		"functions/hid.usb2/protocol":                      "2\n",
+		"functions/hid.usb2/subclass":                      "1\n",
+		"functions/hid.usb2/report_length":                 "5\n",
+		"functions/hid.usb2/no_out_endpoint":               "1\n",
 		"functions/mass_storage.usb0/stall":                "0\n",
 		"functions/mass_storage.usb0/lun.0/cdrom":          "0\n",
 		"functions/mass_storage.usb0/lun.0/ro":             "1\n",
@@ -73,7 +78,10 @@ func TestStart(t *testing.T) {
 	if got := attrOf(t, m, "functions/hid.usb1/report_desc"); got != string(MouseHID(true).Descriptor) {
 		t.Errorf("mouse report_desc % x", got)
 	}
-	for _, fn := range functions {
+	if got := attrOf(t, m, "functions/hid.usb2/report_desc"); got != string(RelativeMouseHID(true).Descriptor) {
+		t.Errorf("relative mouse report_desc % x", got)
+	}
+	for _, fn := range []string{Keyboard, Mouse, MouseAlt, MassStorage} {
 		if l, err := m.Readlink(GadgetDir + "/configs/c.1/" + fn); err != nil || l != "/"+FunctionDir(fn) {
 			t.Errorf("configs/c.1/%s -> %q, %v", fn, l, err)
 		}
@@ -107,7 +115,7 @@ func TestStartNoUdevRule(t *testing.T) {
 	s := quick()
 	s.UID, s.GID = kvmdUID, kvmdUID
 	r := started(t, m, s)
-	for _, n := range []string{"dev/hidg0", "dev/hidg1"} {
+	for _, n := range []string{"dev/hidg0", "dev/hidg1", "dev/hidg2"} {
 		if !m.OwnedBy(n, kvmdUID, 0o600) {
 			t.Errorf("%s: %+v", n, *m.nodes[n])
 		}
@@ -217,6 +225,14 @@ func TestStartErrors(t *testing.T) {
 			m.funcTypes = []string{"mass_storage"}
 			return m
 		}, "", ErrNoFunction, "hid (modprobe usb_f_hid)"},
+		{"the hid minors taken", func() *modelFS {
+			// Another, unbound gadget holds two of the kernel's four.
+			m := newModel().withUDC("u")
+			m.Mkdir(gadgetRoot + "/g1")
+			m.Mkdir(gadgetRoot + "/g1/functions/hid.a")
+			m.Mkdir(gadgetRoot + "/g1/functions/hid.b")
+			return m
+		}, "", ErrNoHIDMinor, "hid.usb2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.model()
@@ -304,35 +320,15 @@ func TestSettingsCheck(t *testing.T) {
 	}
 }
 
-// reportBits walks a report descriptor (HID 1.11, 6.2.2) and returns the
-// bits of its input and output reports: Report Size × Report Count per
-// Input or Output main item.
+// reportBits returns the bits of a descriptor's input and output reports.
 func reportBits(t *testing.T, d []byte) (in, out int) {
 	t.Helper()
-	var size, count int
-	for len(d) > 0 {
-		n := int(d[0] & 3)
-		if n == 3 {
-			n = 4
+	for _, f := range reportFields(t, d) {
+		if f.output {
+			out += f.size
+		} else {
+			in += f.size
 		}
-		if len(d) < 1+n {
-			t.Fatalf("truncated item % x", d)
-		}
-		var v int
-		for i := n; i > 0; i-- {
-			v = v<<8 | int(d[i])
-		}
-		switch d[0] { // the items used here have one byte of data
-		case reportSize:
-			size = v
-		case reportCount:
-			count = v
-		case input:
-			in += size * count
-		case output:
-			out += size * count
-		}
-		d = d[1+n:]
 	}
 	return in, out
 }
@@ -350,6 +346,8 @@ func TestDescriptors(t *testing.T) {
 		{"keyboard", KeyboardHID(), 8},
 		{"mouse", MouseHID(false), 0},
 		{"mouse with horizontal wheel", MouseHID(true), 0},
+		{"relative mouse", RelativeMouseHID(false), 0},
+		{"relative mouse with horizontal wheel", RelativeMouseHID(true), 0},
 	} {
 		in, out := reportBits(t, tc.h.Descriptor)
 		if in != tc.h.ReportLength*8 || out != tc.outLen {
@@ -360,7 +358,8 @@ func TestDescriptors(t *testing.T) {
 			t.Errorf("%s: %d collections, %d ends", tc.name, open, closed)
 		}
 	}
-	if MouseHID(false).ReportLength != 6 || MouseHID(true).ReportLength != 7 {
+	if MouseHID(false).ReportLength != 6 || MouseHID(true).ReportLength != 7 ||
+		RelativeMouseHID(false).ReportLength != 4 || RelativeMouseHID(true).ReportLength != 5 {
 		t.Error("mouse report lengths")
 	}
 }
@@ -382,5 +381,36 @@ func TestSameAttr(t *testing.T) {
 		if got := sameAttr([]byte(tc.shown), []byte(tc.written)); got != tc.same {
 			t.Errorf("sameAttr(%q, %q) = %v", tc.shown, tc.written, got)
 		}
+	}
+}
+
+// TestStartRelativeMouse: the relative mouse is hid.usb2, made after the
+// absolute one (so /dev/hidg2, as PiKVM's udev rules expect); a gadget
+// made without it (by an older kvmd otg, or with relative-mouse off) is
+// made again with it, and the other way round.
+func TestStartRelativeMouse(t *testing.T) {
+	m := newModel().withUDC("dummy_udc.0")
+	s := quick()
+	s.RelativeMouse = false
+	if r := started(t, m, s); !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1"}) || m.Exists(FunctionDir(MouseAlt)) {
+		t.Errorf("without the relative mouse: %+v", r)
+	}
+	s.RelativeMouse = true
+	r := started(t, m, s)
+	if !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1", "/dev/hidg2"}) ||
+		!strings.Contains(strings.Join(r.Notes, "\n"), "hid.usb2 is not in configuration c.1") {
+		t.Errorf("with the relative mouse: %+v", r)
+	}
+	if l, err := m.Readlink(GadgetDir + "/configs/c.1/" + MouseAlt); err != nil || l != "/"+FunctionDir(MouseAlt) {
+		t.Errorf("configs/c.1/hid.usb2 -> %q, %v", l, err)
+	}
+	if r := started(t, m, s); r.Changed {
+		t.Errorf("again: %+v", r)
+	}
+	s.RelativeMouse = false
+	r = started(t, m, s)
+	if !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1"}) || m.Exists(FunctionDir(MouseAlt)) ||
+		!strings.Contains(strings.Join(r.Notes, "\n"), "hid.usb2 is in configuration c.1, not asked for") {
+		t.Errorf("turned off: %+v", r)
 	}
 }

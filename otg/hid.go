@@ -88,6 +88,18 @@ func KeyboardHID() HID {
 	}
 }
 
+// horizontalWheelItems are both mice's horizontal wheel: AC Pan, one
+// signed byte, relative.
+var horizontalWheelItems = []byte{
+	usagePage, 0x0c, // Consumer
+	usage16, 0x38, 0x02, // AC Pan
+	logicalMin, 0x81, // -127
+	logicalMax, 0x7f, // 127
+	reportSize, 0x08,
+	reportCount, 0x01,
+	input, 0x06, // Data, Variable, Relative
+}
+
 // MouseHID is PiKVM's absolute mouse: buttons (1 byte), X and Y
 // (2 bytes each, little-endian, 0..32767), the wheel (1 byte, -127..127)
 // and, with horizontalWheel, a horizontal wheel (AC Pan, 1 byte): 6 or 7
@@ -133,17 +145,56 @@ func MouseHID(horizontalWheel bool) HID {
 	}
 	length := 6
 	if horizontalWheel {
-		d = append(d,
-			usagePage, 0x0c, // Consumer
-			usage16, 0x38, 0x02, // AC Pan
-			logicalMin, 0x81,
-			logicalMax, 0x7f,
-			reportSize, 0x08,
-			reportCount, 0x01,
-			input, 0x06, // Data, Variable, Relative
-		)
+		d = append(d, horizontalWheelItems...)
 		length = 7
 	}
 	d = append(d, endCollection, endCollection)
 	return HID{Subclass: 0, Protocol: 0, ReportLength: length, Descriptor: d}
+}
+
+// RelativeMouseHID is PiKVM's second mouse (kvmd's mouse_alt, its usb_rel
+// output): a boot mouse (subclass 1, protocol 2) that moves by steps.
+// Its reports are buttons (1 byte), X and Y (-127..127 each), the wheel
+// and, with horizontalWheel, a horizontal wheel (AC Pan): 4 or 5 bytes.
+// The first three bytes are the boot mouse's report (HID 1.11, appendix
+// B.2), so a host in boot protocol (a PC's firmware, which never reads the
+// report descriptor) moves its pointer with them and ignores the rest.
+// From kvmd/apps/otg/hid/mouse.py (pikvm/kvmd, read at f14596e8).
+func RelativeMouseHID(horizontalWheel bool) HID {
+	d := []byte{
+		usagePage, 0x01, // Generic Desktop
+		usage, 0x02, // Mouse
+		collection, 0x01, // Application
+		usage, 0x01, // Pointer
+		collection, 0x00, // Physical
+
+		// Eight buttons: the boot report's first byte.
+		usagePage, 0x09, // Button
+		usageMin, 0x01,
+		usageMax, 0x08,
+		logicalMin, 0x00,
+		logicalMax, 0x01,
+		reportCount, 0x08,
+		reportSize, 0x01,
+		input, 0x02, // Data, Variable, Absolute
+
+		// X, Y and the wheel, one signed byte each, relative: X and Y
+		// are the boot report's second and third bytes.
+		usagePage, 0x01, // Generic Desktop
+		usage, 0x30, // X
+		usage, 0x31, // Y
+		usage, 0x38, // Wheel
+		logicalMin, 0x81, // -127
+		logicalMax, 0x7f, // 127
+		reportSize, 0x08,
+		reportCount, 0x03,
+		input, 0x06, // Data, Variable, Relative
+	}
+	length := 4
+	if horizontalWheel {
+		d = append(d, horizontalWheelItems...)
+		length = 5
+	}
+	d = append(d, endCollection, endCollection)
+	return HID{Subclass: 1, Protocol: 2, ReportLength: length, Descriptor: d}
 }

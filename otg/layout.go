@@ -28,6 +28,11 @@ const (
 	Keyboard = "hid.usb0"
 	// Mouse is the absolute mouse.
 	Mouse = "hid.usb1"
+	// MouseAlt is the second mouse, relative and boot-protocol capable
+	// (kvmd's mouse_alt, which PiKVM's udev rules name
+	// /dev/kvmd-hid-mouse-alt): the daemon switches the pointer's input
+	// between the two (kvmd's mouse outputs usb and usb_rel).
+	MouseAlt = "hid.usb2"
 	// MassStorage is the drive; its one LUN is lun.0.
 	MassStorage = "mass_storage.usb0"
 	// Config is the gadget's one configuration.

@@ -23,7 +23,7 @@ import (
 
 const otgUsage = "usage: kvmd otg start|stop|status [--config FILE] [--udc NAME] [--udc-wait DURATION] [--user USER]\n" +
 	"         [--vendor-id ID] [--product-id ID] [--device-version BCD] [--manufacturer TEXT] [--product TEXT]\n" +
-	"         [--serial TEXT] [--max-power MA] [--remote-wakeup] [--mouse-horizontal-wheel] [--cdrom] [--root DIR]"
+	"         [--serial TEXT] [--max-power MA] [--remote-wakeup] [--mouse-horizontal-wheel] [--relative-mouse] [--cdrom] [--root DIR]"
 
 // defaultOTGConfig is the gadget's settings file; it need not exist.
 const defaultOTGConfig = "/etc/kvmd/otg.yaml"
@@ -43,6 +43,7 @@ type otgConfig struct {
 	MaxPower             int           `yaml:"max-power"`
 	RemoteWakeup         bool          `yaml:"remote-wakeup"`
 	MouseHorizontalWheel bool          `yaml:"mouse-horizontal-wheel"`
+	RelativeMouse        bool          `yaml:"relative-mouse"`
 	CDROM                bool          `yaml:"cdrom"`
 	Root                 string        `yaml:"root"`
 }
@@ -53,7 +54,7 @@ func defaultOTG() otgConfig {
 		UDC: s.UDC, UDCWait: s.UDCWait, User: "kvmd",
 		VendorID: usbID(s.VendorID), ProductID: usbID(s.ProductID), DeviceVersion: usbID(s.DeviceVersion),
 		Manufacturer: s.Manufacturer, Product: s.Product, Serial: s.Serial, MaxPower: s.MaxPower,
-		RemoteWakeup: s.RemoteWakeup, MouseHorizontalWheel: s.HorizontalWheel, CDROM: s.CDROM,
+		RemoteWakeup: s.RemoteWakeup, MouseHorizontalWheel: s.HorizontalWheel, RelativeMouse: s.RelativeMouse, CDROM: s.CDROM,
 		Root: "/",
 	}
 }
@@ -96,7 +97,8 @@ func otgFlags(fset *flag.FlagSet, c *otgConfig, configPath *string) {
 	fset.StringVar(&c.Serial, "serial", c.Serial, "serial number `text` the host sees (empty: none)")
 	fset.IntVar(&c.MaxPower, "max-power", c.MaxPower, "current the device says it draws from the host, `mA`")
 	fset.BoolVar(&c.RemoteWakeup, "remote-wakeup", c.RemoteWakeup, "let a key press wake a sleeping host")
-	fset.BoolVar(&c.MouseHorizontalWheel, "mouse-horizontal-wheel", c.MouseHorizontalWheel, "give the absolute mouse a horizontal wheel (7-byte reports; false: 6)")
+	fset.BoolVar(&c.MouseHorizontalWheel, "mouse-horizontal-wheel", c.MouseHorizontalWheel, "give the mice a horizontal wheel (absolute: 7-byte reports, relative: 5; false: 6 and 4)")
+	fset.BoolVar(&c.RelativeMouse, "relative-mouse", c.RelativeMouse, "add a second, relative boot mouse (hid.usb2) for firmware and systems without absolute pointers (mouse_output=usb_rel)")
 	fset.BoolVar(&c.CDROM, "cdrom", c.CDROM, "make the drive a CD-ROM until the daemon sets it (false: a removable disk)")
 	fset.StringVar(&c.Root, "root", c.Root, "filesystem `dir` the gadget is made under (/ on a device)")
 }
@@ -135,8 +137,12 @@ func otgCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if len(r.Nodes) > 0 {
-			fmt.Fprintf(stdout, "keyboard %s, mouse %s, drive %s, for %s only\n", r.Nodes[0], r.Nodes[1], "/"+otg.LUNDir(), c.User)
+		if len(r.Nodes) >= 2 {
+			rel := ""
+			if len(r.Nodes) > 2 {
+				rel = ", relative mouse " + r.Nodes[2]
+			}
+			fmt.Fprintf(stdout, "keyboard %s, mouse %s%s, drive %s, for %s only\n", r.Nodes[0], r.Nodes[1], rel, "/"+otg.LUNDir(), c.User)
 		}
 		return nil
 	default: // stop
@@ -190,7 +196,7 @@ func (c otgConfig) settings() (otg.Settings, error) {
 	s.VendorID, s.ProductID, s.DeviceVersion = uint16(c.VendorID), uint16(c.ProductID), uint16(c.DeviceVersion)
 	s.Manufacturer, s.Product, s.Serial = c.Manufacturer, c.Product, c.Serial
 	s.MaxPower, s.RemoteWakeup = c.MaxPower, c.RemoteWakeup
-	s.HorizontalWheel, s.CDROM = c.MouseHorizontalWheel, c.CDROM
+	s.HorizontalWheel, s.RelativeMouse, s.CDROM = c.MouseHorizontalWheel, c.RelativeMouse, c.CDROM
 	if c.User != "" && c.User != "root" {
 		u, err := user.Lookup(c.User)
 		if err != nil {

@@ -28,7 +28,7 @@ func parseOTGArgs(t *testing.T, args ...string) (otgConfig, error) {
 func TestParseOTG(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "otg.yaml")
-	if err := os.WriteFile(file, []byte("udc: fe980000.usb\nvendor-id: 0x1209\nproduct-id: \"0xEDA3\"\nserial: ''\nmax-power: 100\nudc-wait: 5s\n"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte("udc: fe980000.usb\nvendor-id: 0x1209\nproduct-id: \"0xEDA3\"\nserial: ''\nmax-power: 100\nudc-wait: 5s\nrelative-mouse: false\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c, err := parseOTGArgs(t, "--config", file, "--product", "Lab KVM", "--max-power", "200")
@@ -37,7 +37,7 @@ func TestParseOTG(t *testing.T) {
 	}
 	want := defaultOTG()
 	want.UDC, want.VendorID, want.ProductID, want.Serial, want.UDCWait = "fe980000.usb", 0x1209, 0xeda3, "", 5*time.Second
-	want.Product, want.MaxPower = "Lab KVM", 200
+	want.Product, want.MaxPower, want.RelativeMouse = "Lab KVM", 200, false
 	if c != want {
 		t.Errorf("parseOTG = %+v\nwant %+v", c, want)
 	}
@@ -52,7 +52,7 @@ func TestParseOTG(t *testing.T) {
 	}
 	c.User = "root" // this machine has no user kvmd
 	s, err := c.settings()
-	if err != nil || s.VendorID != 0x1d6b || s.ProductID != 0x0104 || s.Manufacturer != "PiKVM" || s.Serial != "CAFEBABE" {
+	if err != nil || s.VendorID != 0x1d6b || s.ProductID != 0x0104 || s.Manufacturer != "PiKVM" || s.Serial != "CAFEBABE" || !s.RelativeMouse {
 		t.Errorf("default settings %+v, %v", s, err)
 	}
 
