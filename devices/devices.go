@@ -162,7 +162,10 @@ type outputs struct {
 // cannot tell). With HIDLive, a device is online only while the host
 // takes its reports (kvmd's OTG HID: a write that fails or times out
 // makes it offline), and the LEDs, busy and the jiggler are the live
-// ones. The outputs are kvmd's OTG HID's: none to choose from.
+// ones. The outputs are kvmd's OTG HID's: the keyboard has none to choose
+// from; the mouse has usb and usb_rel when the gadget has both mice
+// (HIDLive says which), and mouse.absolute and online are the chosen
+// one's.
 func (s *Source) HID(h info.Hardware) HIDState {
 	var st HIDState
 	st.Keyboard.Outputs.Available, st.Mouse.Outputs.Available = []string{}, []string{}
@@ -175,6 +178,9 @@ func (s *Source) HID(h info.Hardware) HIDState {
 		st.Busy = l.Busy
 		st.Jiggler.Active = l.Jiggler.Active
 		st.Keyboard.Leds.Caps, st.Keyboard.Leds.Scroll, st.Keyboard.Leds.Num = l.Keyboard.LEDs.Caps, l.Keyboard.LEDs.Scroll, l.Keyboard.LEDs.Num
+		if len(l.Mouse.Outputs) > 0 {
+			st.Mouse.Outputs.Available, st.Mouse.Outputs.Active = l.Mouse.Outputs, l.Mouse.Output
+		}
 	}
 	u := h.USB
 	if u == nil || u.Gadget == nil {

@@ -77,6 +77,18 @@ func TestHID(t *testing.T) {
 	if got != want {
 		t.Errorf("live:\ngot  %s\nwant %s", got, want)
 	}
+	// Both mice, the relative one chosen; the host set Num and Scroll Lock.
+	live = hid.State{}
+	live.Keyboard.Online = true
+	live.Keyboard.LEDs = hid.LEDs{Num: true, Scroll: true}
+	live.Mouse.Online = true
+	live.Mouse.Format = hid.MouseFormat{Absolute: false}
+	live.Mouse.Outputs, live.Mouse.Output = []string{hid.OutputAbsolute, hid.OutputRelative}, hid.OutputRelative
+	got = jsonOf(t, ls.HID(info.Hardware{USB: pikvmUSB("configured")}))
+	want = `{"enabled":true,"online":true,"busy":false,"connected":true,"keyboard":{"online":true,"leds":{"caps":false,"scroll":true,"num":true},"outputs":{"available":[],"active":""}},"mouse":{"online":true,"absolute":false,"outputs":{"available":["usb","usb_rel"],"active":"usb_rel"}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
+	if got != want {
+		t.Errorf("usb_rel:\ngot  %s\nwant %s", got, want)
+	}
 	got = jsonOf(t, s.HID(info.Hardware{}))
 	want = `{"enabled":false,"online":false,"busy":false,"connected":null,"keyboard":{"online":false,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":false,"absolute":false,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
 	if got != want {

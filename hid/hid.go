@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"kvmd/hw"
 	"kvmd/otg"
 )
@@ -52,6 +54,8 @@ type Config struct {
 	QueueLen int
 	// Keymaps are the keymaps print types with; nil: the built-in ones.
 	Keymaps *Keymaps
+	// Clock times the jiggler and the inactivity; nil: the real one.
+	Clock clockwork.Clock
 }
 
 // HID is the keyboard and the mouse. Create it with New, start it with Run.
@@ -59,12 +63,16 @@ type HID struct {
 	cfg     Config
 	log     *slog.Logger
 	kbd     *device
-	mouse   *device
 	keymaps *Keymaps
+	clock   clockwork.Clock
+	// mice are the gadget's mouse (otg.Mouse) and its second one
+	// (otg.MouseAlt, kvmd's mouse_alt); input goes to mice[current].
+	mice     [2]*pointer
+	current  atomic.Int32
+	outputMu sync.Mutex // held while the output is switched
 
-	// The states are guarded by their device's mu.
-	kbdState   keyboard
-	mouseState mouse
+	// kbdState is guarded by kbd.mu.
+	kbdState keyboard
 
 	jobSeq sync.Mutex // held by startJob throughout: one new job at a time
 	jobMu  sync.Mutex // guards job
@@ -87,20 +95,19 @@ func New(cfg Config) *HID {
 	if cfg.QueueLen < 4 {
 		cfg.QueueLen = 64
 	}
-	h := &HID{cfg: cfg, log: cfg.Log, keymaps: cfg.Keymaps}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
+	h := &HID{cfg: cfg, log: cfg.Log, keymaps: cfg.Keymaps, clock: cfg.Clock}
 	if h.keymaps == nil {
 		h.keymaps = BuiltinKeymaps()
-	}
-	h.mouseState.format = MouseFormat{Absolute: true, HorizontalWheel: true}
-	if f, err := h.mouseFormat(); err == nil {
-		h.mouseState.format = f
 	}
 	h.kbd = newDevice("keyboard", cfg.QueueLen, h.openKeyboard, cfg.Log, h.changed)
 	h.kbd.leds = true
 	h.kbd.clearState = h.kbdState.clear
-	h.mouse = newDevice("mouse", cfg.QueueLen, h.openMouse, cfg.Log, h.changed)
-	h.mouse.clearState = h.mouseState.clear
-	h.active.Store(time.Now().UnixNano())
+	h.mice[0] = h.newPointer("mouse", otg.Mouse, MouseFormat{Absolute: true, HorizontalWheel: true})
+	h.mice[1] = h.newPointer("mouse_alt", otg.MouseAlt, MouseFormat{Absolute: false, HorizontalWheel: true})
+	h.bump()
 	return h
 }
 
@@ -115,7 +122,9 @@ func (h *HID) changed() {
 func (h *HID) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { h.kbd.run(ctx) })
-	wg.Go(func() { h.mouse.run(ctx) })
+	for _, p := range h.mice {
+		wg.Go(func() { p.dev.run(ctx) })
+	}
 	wg.Go(func() { h.jiggle(ctx) })
 	<-ctx.Done()
 	h.cancelJob()
@@ -138,22 +147,6 @@ func (h *HID) attr(function, name string) (int, error) {
 	return n, nil
 }
 
-func (h *HID) mouseFormat() (MouseFormat, error) {
-	proto, err := h.attr(otg.Mouse, "protocol")
-	if err != nil {
-		return MouseFormat{}, err
-	}
-	n, err := h.attr(otg.Mouse, "report_length")
-	if err != nil {
-		return MouseFormat{}, err
-	}
-	f, err := MouseFormatFor(proto, n)
-	if err != nil {
-		return MouseFormat{}, fmt.Errorf("%w: %w", ErrNoFunction, err)
-	}
-	return f, nil
-}
-
 func (h *HID) openKeyboard() (File, error) {
 	n, err := h.attr(otg.Keyboard, "report_length")
 	if err != nil {
@@ -163,19 +156,6 @@ func (h *HID) openKeyboard() (File, error) {
 		return nil, fmt.Errorf("%w: %s has %d-byte reports, not a boot keyboard's 8", ErrNoFunction, otg.Keyboard, n)
 	}
 	return h.openNode(otg.Keyboard, false)
-}
-
-func (h *HID) openMouse() (File, error) {
-	f, err := h.mouseFormat()
-	if err != nil {
-		return nil, err
-	}
-	h.mouse.mu.Lock()
-	if h.mouseState.format != f {
-		h.mouseState = mouse{format: f}
-	}
-	h.mouse.mu.Unlock()
-	return h.openNode(otg.Mouse, true)
 }
 
 func (h *HID) openNode(function string, writeOnly bool) (File, error) {
@@ -195,7 +175,7 @@ func (h *HID) openNode(function string, writeOnly bool) (File, error) {
 	return os.OpenFile(h.cfg.FS.Path(node), flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 }
 
-func (h *HID) bump() { h.active.Store(time.Now().UnixNano()) }
+func (h *HID) bump() { h.active.Store(h.clock.Now().UnixNano()) }
 
 // Key presses or releases a key (kvmd's send_key_event): with finish, a
 // press is followed by its release, except for modifiers and PrintScreen
@@ -213,7 +193,7 @@ func (h *HID) Key(k Key, press, finish bool) {
 
 // MouseButton presses or releases a mouse button.
 func (h *HID) MouseButton(b Button, press bool) {
-	h.mouse.send(context.Background(), false, 0, 0, func() [][]byte { return h.mouseState.button(b, press) })
+	h.pointer().send(func(m *mouse) [][]byte { return m.button(b, press) })
 	h.bump()
 }
 
@@ -222,7 +202,7 @@ func (h *HID) MouseButton(b Button, press bool) {
 func (h *HID) MouseMove(x, y int) {
 	h.lastMoveX.Store(int32(x))
 	h.lastMoveY.Store(int32(y))
-	h.mouse.send(context.Background(), false, 0, 0, func() [][]byte { return h.mouseState.move(x, y) })
+	h.pointer().send(func(m *mouse) [][]byte { return m.move(x, y) })
 	h.bump()
 }
 
@@ -232,8 +212,9 @@ type Delta struct{ X, Y int8 }
 // MouseRelative moves a relative mouse; an absolute one ignores it, as
 // kvmd's does.
 func (h *HID) MouseRelative(deltas []Delta, squash bool) {
+	p := h.pointer()
 	for _, d := range squashDeltas(deltas, squash) {
-		h.mouse.send(context.Background(), false, 0, 0, func() [][]byte { return h.mouseState.relative(d.X, d.Y) })
+		p.send(func(m *mouse) [][]byte { return m.relative(d.X, d.Y) })
 	}
 	h.bump()
 }
@@ -241,8 +222,9 @@ func (h *HID) MouseRelative(deltas []Delta, squash bool) {
 // MouseWheel turns the wheel: Y up (positive) or down, X right or left
 // (only where the mouse has a horizontal wheel).
 func (h *HID) MouseWheel(deltas []Delta, squash bool) {
+	p := h.pointer()
 	for _, d := range squashDeltas(deltas, squash) {
-		h.mouse.send(context.Background(), false, 0, 0, func() [][]byte { return h.mouseState.wheel(d.X, d.Y) })
+		p.send(func(m *mouse) [][]byte { return m.wheel(d.X, d.Y) })
 	}
 	h.bump()
 }
@@ -296,12 +278,18 @@ func (h *HID) Apply(ev Event) {
 // ReleaseAll releases every key and button held, when something is
 // (kvmd's clear_events when a WebSocket client leaves).
 func (h *HID) ReleaseAll() {
-	for _, d := range []*device{h.kbd, h.mouse} {
-		d.mu.Lock()
-		held := (d == h.kbd && h.kbdState.held()) || (d == h.mouse && h.mouseState.held())
-		d.mu.Unlock()
+	h.kbd.mu.Lock()
+	held := h.kbdState.held()
+	h.kbd.mu.Unlock()
+	if held {
+		h.kbd.clear()
+	}
+	for _, p := range h.mice {
+		p.dev.mu.Lock()
+		held := p.state.held()
+		p.dev.mu.Unlock()
 		if held {
-			d.clear()
+			p.dev.clear()
 		}
 	}
 }
@@ -311,7 +299,9 @@ func (h *HID) ReleaseAll() {
 func (h *HID) Reset() {
 	h.cancelJob()
 	h.kbd.clear()
-	h.mouse.clear()
+	for _, p := range h.mice {
+		p.dev.clear()
+	}
 }
 
 // Errors of the long operations (print, shortcuts).
@@ -470,9 +460,15 @@ type State struct {
 		Online bool
 		LEDs   LEDs
 	}
+	// Mouse is the mouse that input goes to.
 	Mouse struct {
 		Online bool
 		Format MouseFormat
+		// Outputs are the mouse outputs to choose from (OutputAbsolute
+		// and OutputRelative when the gadget has both mice; none
+		// otherwise), Output the one chosen ("" without a choice).
+		Outputs []string
+		Output  string
 	}
 	// Busy is set while a print or shortcut is typing.
 	Busy    bool
@@ -496,10 +492,10 @@ func (h *HID) State() State {
 	s.Keyboard.Online = h.kbd.online.Load()
 	b := h.kbd.ledBits.Load()
 	s.Keyboard.LEDs = LEDs{Caps: b&2 != 0, Scroll: b&4 != 0, Num: b&1 != 0}
-	s.Mouse.Online = h.mouse.online.Load()
-	h.mouse.mu.Lock()
-	s.Mouse.Format = h.mouseState.format
-	h.mouse.mu.Unlock()
+	p := h.pointer()
+	s.Mouse.Online = p.dev.online.Load()
+	s.Mouse.Format, _ = p.format()
+	s.Mouse.Outputs, s.Mouse.Output = h.mouseOutputs()
 	s.Busy = h.busy.Load()
 	s.Jiggler = Jiggler{Enabled: true, Active: h.jiggler.Load(), Interval: JigglerInterval}
 	return s
@@ -514,28 +510,27 @@ func (h *HID) SetJiggler(on bool) {
 
 // Inactivity is the time since the last input, in whole seconds.
 func (h *HID) Inactivity() int {
-	return int(time.Since(time.Unix(0, h.active.Load())) / time.Second)
+	return int(h.clock.Since(time.Unix(0, h.active.Load())) / time.Second)
 }
 
 // jiggle moves the mouse when the jiggler is on and the host has had no
 // input for the interval (kvmd's BaseHid.systask): an absolute mouse
 // around where it last was, a relative one back and forth.
 func (h *HID) jiggle(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := h.clock.NewTicker(time.Second)
 	defer t.Stop()
 	next := time.Duration(JigglerInterval) * time.Second
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
-		if !h.jiggler.Load() || time.Since(time.Unix(0, h.active.Load())) < next {
+		if !h.jiggler.Load() || h.clock.Since(time.Unix(0, h.active.Load())) < next {
 			continue
 		}
-		h.mouse.mu.Lock()
-		abs := h.mouseState.format.Absolute
-		h.mouse.mu.Unlock()
+		f, _ := h.pointer().format()
+		abs := f.Absolute
 		x, y := int(h.lastMoveX.Load()), int(h.lastMoveY.Load())
 		for i := range 11 {
 			step := 100
@@ -553,7 +548,7 @@ func (h *HID) jiggle(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-h.clock.After(100 * time.Millisecond):
 			}
 		}
 		jitter := JigglerInterval / 4
@@ -596,8 +591,11 @@ type Counts struct {
 func (h *HID) Counts() Counts {
 	c := Counts{
 		KeyboardWritten: h.kbd.written.Load(), KeyboardDropped: h.kbd.dropped.Load(),
-		MouseWritten: h.mouse.written.Load(), MouseDropped: h.mouse.dropped.Load(),
 		Dropped: map[string]uint64{},
+	}
+	for _, p := range h.mice {
+		c.MouseWritten += p.dev.written.Load()
+		c.MouseDropped += p.dev.dropped.Load()
 	}
 	for r := range numDropReasons {
 		c.Dropped[r.String()] = h.dropped[r].Load()

@@ -30,6 +30,7 @@ type HID interface {
 	Reset()
 	ReleaseAll()
 	SetJiggler(on bool)
+	SetMouseOutput(name string)
 	Inactivity() int
 	Keymaps() *hid.Keymaps
 	Dropped(r hid.DropReason)
@@ -71,14 +72,17 @@ func oneOfOptional(r *http.Request, name string, values ...string) (string, erro
 	return oneOf(r, name, values...)
 }
 
-// hidSetParams takes kvmd's outputs and jiggler. This daemon drives the
-// USB gadget only: the outputs are checked and have no effect, as on
-// kvmd's OTG HID; the jiggler turns on and off.
+// hidSetParams takes kvmd's outputs and jiggler, each checked against
+// kvmd's list. This daemon drives the USB gadget only, as kvmd's OTG HID:
+// the keyboard output has no effect; the mouse output chooses between the
+// gadget's absolute mouse (usb) and its relative one (usb_rel), and the
+// others change nothing; the jiggler turns on and off.
 func (s *Server) hidSetParams(w http.ResponseWriter, r *http.Request) error {
 	if _, err := oneOfOptional(r, "keyboard_output", "usb", "ps2", "disabled"); err != nil {
 		return err
 	}
-	if _, err := oneOfOptional(r, "mouse_output", "usb", "usb_win98", "usb_rel", "ps2", "disabled"); err != nil {
+	mouse, err := oneOfOptional(r, "mouse_output", "usb", "usb_win98", "usb_rel", "ps2", "disabled")
+	if err != nil {
 		return err
 	}
 	if _, ok := query(r)["jiggler"]; ok {
@@ -87,6 +91,9 @@ func (s *Server) hidSetParams(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		s.cfg.Devices.HID.SetJiggler(on)
+	}
+	if mouse != "" {
+		s.cfg.Devices.HID.SetMouseOutput(mouse)
 	}
 	writeBody(w, http.StatusOK, okEmpty)
 	return nil

@@ -43,6 +43,13 @@ func testHID(t *testing.T) (*hid.HID, *hidtest.Host) {
 	if err := hidtest.Gadget(root, 7); err != nil {
 		t.Fatal(err)
 	}
+	return runHID(t, root)
+}
+
+// runHID runs the real keyboard and mouse of the gadget under root on a
+// stand-in host until the test ends.
+func runHID(t *testing.T, root string) (*hid.HID, *hidtest.Host) {
+	t.Helper()
 	host := hidtest.NewHost()
 	t.Cleanup(host.Close)
 	h := hid.New(hid.Config{FS: hw.New(root), Open: host.Open})
@@ -51,6 +58,22 @@ func testHID(t *testing.T) (*hid.HID, *hidtest.Host) {
 	go func() { h.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return h, host
+}
+
+// newHIDEnvMouseAlt is newHIDEnv with kvmd otg's second, relative mouse.
+func newHIDEnvMouseAlt(t *testing.T) *hidEnv {
+	t.Helper()
+	root := t.TempDir()
+	if err := hidtest.Gadget(root, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := hidtest.GadgetMouseAlt(root, 5); err != nil {
+		t.Fatal(err)
+	}
+	h, host := runHID(t, root)
+	d, _ := testDevices(t)
+	d.HID = h
+	return &hidEnv{env: newEnv(t, envOpts{devices: d}), host: host, hid: h}
 }
 
 // keys returns what the host's keyboard got, as hidtest.Keys describes
@@ -63,9 +86,13 @@ func (e *hidEnv) keys() string {
 	return strings.Join(out, " ")
 }
 
-func (e *hidEnv) mouse() string {
+func (e *hidEnv) mouse() string { return e.reports(otg.Mouse) }
+
+// reports returns the reports function got, in hex, until it is quiet
+// for 200 ms.
+func (e *hidEnv) reports(function string) string {
 	var out []string
-	for _, r := range e.host.ReadAll(otg.Mouse, 200*time.Millisecond) {
+	for _, r := range e.host.ReadAll(function, 200*time.Millisecond) {
 		out = append(out, fmt.Sprintf("%x", r))
 	}
 	return strings.Join(out, " ")
@@ -389,5 +416,60 @@ func TestHIDLatency(t *testing.T) {
 	t.Logf("/api/ws key message to the report at the node: median %v, p99 %v (of %d)", med, p99, n)
 	if p99 > time.Second {
 		t.Errorf("p99 %v", p99)
+	}
+}
+
+// TestHIDMouseOutput: set_params' mouse_output sends the pointer's input
+// to the gadget's absolute mouse (usb) or its relative one (usb_rel), as
+// kvmd's OTG HID with a mouse_alt does: HTTP and WebSocket relative moves
+// reach the relative mouse only when it is chosen; the outputs kvmd knows
+// but the gadget has not change nothing.
+func TestHIDMouseOutput(t *testing.T) {
+	e := newHIDEnvMouseAlt(t)
+	state := func() string {
+		s := e.hid.State()
+		return fmt.Sprintf("%v %s", s.Mouse.Outputs, s.Mouse.Output)
+	}
+	if got := state(); got != "[usb usb_rel] usb" {
+		t.Errorf("at start: %s", got)
+	}
+	post := func(path string) {
+		t.Helper()
+		if r := e.req("POST", path, operatorAuth, ""); r.status != 200 || string(r.body) != `{"ok":true,"result":{}}` {
+			t.Fatalf("%s: %d %s", path, r.status, r.body)
+		}
+	}
+	post("/api/hid/events/send_mouse_relative?delta_x=3&delta_y=-4")
+	if got := e.reports(otg.MouseAlt) + e.mouse(); got != "" {
+		t.Errorf("a relative move on usb reached the mice: %s", got)
+	}
+	post("/api/hid/set_params?mouse_output=USB_REL")
+	if got := state(); got != "[usb usb_rel] usb_rel" {
+		t.Errorf("usb_rel: %s", got)
+	}
+	if got := e.mouse(); got != "00000000000000" {
+		t.Errorf("the absolute mouse, left: %s, want its buttons released", got)
+	}
+	post("/api/hid/events/send_mouse_relative?delta_x=3&delta_y=-4")
+	post("/api/hid/events/send_mouse_move?to_x=100&to_y=100") // ignored by a relative mouse
+	c := dialWS(t, e.env, "?stream=0", http.Header{"X-Kvmd-User": {"operator"}, "X-Kvmd-Passwd": {"operator-pass"}})
+	wsSend(t, c, websocket.MessageText, `{"event_type":"mouse_relative","event":{"delta":[{"x":100,"y":0},{"x":100,"y":-1}],"squash":true}}`)
+	wsSend(t, c, websocket.MessageBinary, "\x04\x00\x81\x7f")
+	wsPing(t, c)
+	if got, want := e.reports(otg.MouseAlt), "0003fc0000 0064000000 0064ff0000 00817f0000"; got != want {
+		t.Errorf("relative moves: %s, want %s", got, want)
+	}
+	for _, o := range []string{"usb_win98", "ps2", "disabled"} {
+		post("/api/hid/set_params?mouse_output=" + o)
+		if got := state(); got != "[usb usb_rel] usb_rel" {
+			t.Errorf("%s: %s", o, got)
+		}
+	}
+	post("/api/hid/set_params?mouse_output=usb&keyboard_output=usb")
+	if got := state(); got != "[usb usb_rel] usb" {
+		t.Errorf("usb: %s", got)
+	}
+	if got := e.reports(otg.MouseAlt); got != "0000000000" {
+		t.Errorf("the relative mouse, left: %s, want its buttons released", got)
 	}
 }

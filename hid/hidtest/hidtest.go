@@ -178,10 +178,24 @@ func Keys(report []byte) string {
 // report_length; the mouse's report of mouseLen bytes: 6, or 7 with the
 // horizontal wheel).
 func Gadget(root string, mouseLen int) error {
-	for fn, attrs := range map[string]map[string]string{
+	return functions(root, map[string]map[string]string{
 		otg.Keyboard: {"protocol": "1", "subclass": "1", "report_length": "8"},
 		otg.Mouse:    {"protocol": "0", "subclass": "0", "report_length": fmt.Sprint(mouseLen)},
-	} {
+	})
+}
+
+// GadgetMouseAlt adds kvmd otg's second mouse to a Gadget: the relative
+// boot mouse, its report of reportLen bytes (4, or 5 with the horizontal
+// wheel).
+func GadgetMouseAlt(root string, reportLen int) error {
+	return functions(root, map[string]map[string]string{
+		otg.MouseAlt: {"protocol": "2", "subclass": "1", "report_length": fmt.Sprint(reportLen)},
+	})
+}
+
+// functions writes the attributes of functions below root.
+func functions(root string, fns map[string]map[string]string) error {
+	for fn, attrs := range fns {
 		dir := filepath.Join(root, filepath.FromSlash(otg.FunctionDir(fn)))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
