@@ -57,12 +57,13 @@ func (s *system) hwUSB(t *testing.T) usbState {
 // the gadget, each from the kernel's own files.
 type hostSide struct {
 	keyboard, mouse bool   // input devices of the gadget's IDs: kbd with LEDs, mouse with absolute X/Y
+	relMouse        bool   // and a mouse with relative X/Y, no absolute axes
 	disk            string // the removable USB disk whose SCSI vendor is the gadget's ("sda"), "" if none
 	usbDevice       bool   // a USB device with the gadget's IDs on the bus
 }
 
 func (h hostSide) String() string {
-	return fmt.Sprintf("keyboard %v, mouse %v, disk %q, USB device %v", h.keyboard, h.mouse, h.disk, h.usbDevice)
+	return fmt.Sprintf("keyboard %v, mouse %v, relative mouse %v, disk %q, USB device %v", h.keyboard, h.mouse, h.relMouse, h.disk, h.usbDevice)
 }
 
 // readHostSide reads /proc/bus/input/devices, lsblk and lsusb.
@@ -75,13 +76,16 @@ func (s *system) readHostSide(t *testing.T) hostSide {
 		if !strings.Contains(block, "Vendor="+gadgetVendor+" Product="+gadgetProduct) {
 			continue
 		}
-		var handlers, abs string
+		var handlers, abs, rel string
 		for _, l := range strings.Split(block, "\n") {
 			if v, ok := strings.CutPrefix(l, "H: Handlers="); ok {
 				handlers = v
 			}
 			if v, ok := strings.CutPrefix(l, "B: ABS="); ok {
 				abs = v
+			}
+			if v, ok := strings.CutPrefix(l, "B: REL="); ok {
+				rel = v
 			}
 		}
 		hs := strings.Fields(handlers)
@@ -91,6 +95,10 @@ func (s *system) readHostSide(t *testing.T) hostSide {
 		// ABS bits 0 and 1: ABS_X and ABS_Y.
 		if hasPrefixIn(hs, "mouse") && abs != "" && strings.HasSuffix(abs, "3") {
 			h.mouse = true
+		}
+		// REL bits 0 and 1: REL_X and REL_Y.
+		if r, err := strconv.ParseUint(rel, 16, 64); hasPrefixIn(hs, "mouse") && abs == "" && err == nil && r&3 == 3 {
+			h.relMouse = true
 		}
 	}
 	var lsblk struct {
@@ -174,7 +182,7 @@ func (s *system) testGadget(t *testing.T) {
 	var h hostSide
 	if !waitFor(context.Background(), 30*time.Second, 500*time.Millisecond, func() bool {
 		h = s.readHostSide(t)
-		return h.keyboard && h.mouse && h.disk != "" && h.usbDevice
+		return h.keyboard && h.mouse && h.relMouse && h.disk != "" && h.usbDevice
 	}) {
 		out, _ := sh.run(t, "cat /sys/class/udc/"+testUDC+"/state; lsusb; cat /proc/bus/input/devices; lsblk -a; dmesg | tail -40")
 		t.Fatalf("the host side sees %v\n%s", h, out)
@@ -188,8 +196,8 @@ func (s *system) testGadget(t *testing.T) {
 	// daemon's user's alone.
 	nodes := sh.must(t, "for f in "+gadgetDir+"/functions/hid.usb*/dev; do d=$(cat $f); "+
 		"n=$(sed -n 's/^DEVNAME=//p' /sys/dev/char/$d/uevent); stat -c '%n %U:%G %a' /dev/$n; done")
-	if nodes != "/dev/hidg0 kvmd:kvmd 600\n/dev/hidg1 kvmd:kvmd 600" {
-		t.Errorf("the gadget's device nodes:\n%s\nwant /dev/hidg0 and /dev/hidg1, kvmd:kvmd 600", nodes)
+	if nodes != "/dev/hidg0 kvmd:kvmd 600\n/dev/hidg1 kvmd:kvmd 600\n/dev/hidg2 kvmd:kvmd 600" {
+		t.Errorf("the gadget's device nodes:\n%s\nwant /dev/hidg0, /dev/hidg1 and /dev/hidg2, kvmd:kvmd 600", nodes)
 	}
 	lun := gadgetDir + "/functions/mass_storage.usb0/lun.0"
 	if out := sh.must(t, "cd "+lun+" && stat -c '%n %U' file ro cdrom forced_eject removable"); out !=
@@ -211,7 +219,7 @@ func (s *system) testGadget(t *testing.T) {
 	for _, f := range g.Functions {
 		fns = append(fns, fmt.Sprintf("%s:%s:%v", f.Name, f.Kind, f.Enabled))
 	}
-	if got := strings.Join(fns, " "); got != "hid.usb0:keyboard:true hid.usb1:mouse:true mass_storage.usb0:disk:true" {
+	if got := strings.Join(fns, " "); got != "hid.usb0:keyboard:true hid.usb1:mouse:true hid.usb2:mouse:true mass_storage.usb0:disk:true" {
 		t.Errorf("hw.usb.gadget.functions %s", got)
 	}
 
@@ -329,7 +337,7 @@ func (s *system) testUSBStates(t *testing.T) {
 		var k kernelUSB
 		if !waitFor(context.Background(), 20*time.Second, 500*time.Millisecond, func() bool {
 			k = s.readKernelUSB(t)
-			return !k.host.keyboard && !k.host.mouse && k.host.disk == "" && !k.host.usbDevice
+			return !k.host.keyboard && !k.host.mouse && !k.host.relMouse && k.host.disk == "" && !k.host.usbDevice
 		}) {
 			t.Errorf("%s: the host side still sees %v", state, k.host)
 		}
@@ -340,12 +348,12 @@ func (s *system) testUSBStates(t *testing.T) {
 		var k kernelUSB
 		if !waitFor(context.Background(), 30*time.Second, 500*time.Millisecond, func() bool {
 			k = s.readKernelUSB(t)
-			return k.host.keyboard && k.host.mouse && k.host.disk != "" && k.host.usbDevice && k.state == "configured"
+			return k.host.keyboard && k.host.mouse && k.host.relMouse && k.host.disk != "" && k.host.usbDevice && k.state == "configured"
 		}) {
 			t.Errorf("%s: the host side sees %v, state %q", state, k.host, k.state)
 		}
 		// The kernel made the nodes anew: udev's rule gave them to kvmd.
-		if out := sh.must(t, "stat -c '%n %U:%G %a' /dev/hidg0 /dev/hidg1"); out != "/dev/hidg0 kvmd:kvmd 600\n/dev/hidg1 kvmd:kvmd 600" {
+		if out := sh.must(t, "stat -c '%n %U:%G %a' /dev/hidg0 /dev/hidg1 /dev/hidg2"); out != "/dev/hidg0 kvmd:kvmd 600\n/dev/hidg1 kvmd:kvmd 600\n/dev/hidg2 kvmd:kvmd 600" {
 			t.Errorf("%s: the nodes:\n%s", state, out)
 		}
 	}
@@ -427,7 +435,7 @@ func (s *system) testUSBStates(t *testing.T) {
 	// the gadget made anew gets the same one back, so the daemon still
 	// reaches the new nodes without a restart.
 	s.installProbe(t)
-	if got := probeResults(s.inSandbox(t, true, "open rw /dev/hidg0 /dev/hidg1")); got["open-rw /dev/hidg0"] != "ok" || got["open-rw /dev/hidg1"] != "ok" {
+	if got := probeResults(s.inSandbox(t, true, "open rw /dev/hidg0 /dev/hidg1 /dev/hidg2")); got["open-rw /dev/hidg0"] != "ok" || got["open-rw /dev/hidg1"] != "ok" || got["open-rw /dev/hidg2"] != "ok" {
 		t.Errorf("after the gadget was made anew, the daemon's sandbox: %v", got)
 	}
 	t.Logf("USB state checks: %v", time.Since(start).Round(100*time.Millisecond))

@@ -129,6 +129,8 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("streamer", func(t *testing.T) { sys.testStreamer(t, &fig) })
 	t.Run("gpio", sys.testGPIO)
 	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })
+	t.Run("hid outputs", sys.testHIDOutputs)
+	t.Run("firmware", sys.testFirmware)
 	t.Run("msd", func(t *testing.T) { sys.testMSD(t, &fig) })
 	t.Run("msd power cut", sys.testMSDPowerCut)
 	t.Run("log", sys.testLog)

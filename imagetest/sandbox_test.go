@@ -103,7 +103,7 @@ func (s *system) testSandbox(t *testing.T) {
 		majors["rtc"]: true, 136: true}
 	basic := []string{"1:3", "1:5", "1:7", "1:8", "1:9", "5:2"} // null zero full random urandom ptmx
 	var opened, refused []string
-	wantOpen := map[string]bool{"/dev/video0": false, "/dev/media0": false, "/dev/hidg0": false, "/dev/hidg1": false, "/dev/gpiochip0": false}
+	wantOpen := map[string]bool{"/dev/video0": false, "/dev/media0": false, "/dev/hidg0": false, "/dev/hidg1": false, "/dev/hidg2": false, "/dev/gpiochip0": false}
 	for _, l := range strings.Split(s.inSandbox(t, false, "devs"), "\n") {
 		f := strings.Fields(l) // dev char|block MAJ:MIN PATH RESULT
 		if len(f) != 5 {

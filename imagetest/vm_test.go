@@ -28,15 +28,17 @@ type image struct {
 // machine is one qemu-system-aarch64 running the image: its serial
 // console (ttyAMA0, what a user sees on a device's serial port) read into
 // console, a root shell on the virtio console hvc0, and the guest's port
-// 443 forwarded to port on the host's loopback.
+// 443 forwarded to port on the host's loopback, its port usbredirGuestPort
+// to usbredirPort.
 type machine struct {
-	cmd     *exec.Cmd
-	console *transcript
-	shell   *shell
-	port    int
-	started time.Time
-	exited  chan struct{}
-	waitErr error
+	cmd          *exec.Cmd
+	console      *transcript
+	shell        *shell
+	port         int
+	usbredirPort int
+	started      time.Time
+	exited       chan struct{}
+	waitErr      error
 }
 
 // machineConfig is how to boot: the kernel's command line beyond the
@@ -60,7 +62,7 @@ const qemuCPU = "cortex-a53"
 // bootMachine starts qemu; the caller must stop it.
 func bootMachine(t *testing.T, img image, cfg machineConfig) *machine {
 	t.Helper()
-	port := freePort(t)
+	port, usbredirPort := freePort(t), freePort(t)
 	args := []string{
 		"-M", "virt", "-cpu", qemuCPU, "-smp", "2", "-m", "1024",
 		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
@@ -68,7 +70,7 @@ func bootMachine(t *testing.T, img image, cfg machineConfig) *machine {
 		"-append", "root=/dev/vda rw console=ttyAMA0 panic=-1 " + cfg.cmdline,
 		"-drive", "if=none,id=root,format=qcow2,file=" + cfg.overlay,
 		"-device", "virtio-blk-device,drive=root",
-		"-netdev", fmt.Sprintf("user,id=net,hostfwd=tcp:127.0.0.1:%d-:443", port),
+		"-netdev", fmt.Sprintf("user,id=net,hostfwd=tcp:127.0.0.1:%d-:443,hostfwd=tcp:127.0.0.1:%d-:%d", port, usbredirPort, usbredirGuestPort),
 		"-device", "virtio-net-device,netdev=net",
 		"-device", "virtio-rng-device",
 		"-serial", "stdio",
@@ -92,7 +94,7 @@ func bootMachine(t *testing.T, img image, cfg machineConfig) *machine {
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	m := &machine{cmd: cmd, console: newTranscript(), port: port, exited: make(chan struct{})}
+	m := &machine{cmd: cmd, console: newTranscript(), port: port, usbredirPort: usbredirPort, exited: make(chan struct{})}
 	m.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("qemu: %v", err)

@@ -90,6 +90,10 @@ if [ "$mode" != install ]; then
 		command -v qemu-img >/dev/null 2>&1 || need="$need qemu-utils"
 		# The booted test's virtual media check makes an ISO to upload.
 		command -v xorriso >/dev/null 2>&1 || need="$need xorriso"
+		# Its firmware check: an x86 PC (qemu-system-x86) with SeaBIOS, to
+		# which the booted system's usbredirect exports the gadget.
+		command -v qemu-system-x86_64 >/dev/null 2>&1 || need="$need qemu-system-x86"
+		[ -f /usr/share/seabios/bios-256k.bin ] || need="$need seabios"
 		if [ "$machine" != aarch64 ]; then
 			[ -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || need="$need qemu-user-static"
 			command -v update-binfmts >/dev/null 2>&1 || need="$need binfmt-support"

@@ -2,7 +2,7 @@
 // built for arm64 by the test and copied into the guest (Debian's evtest
 // reads events but writes none):
 //
-//	kvmd-input find               the gadget's keyboard and mouse event nodes
+//	kvmd-input find               the gadget's keyboard, mouse and relmouse (relative) event nodes
 //	kvmd-input watch DEV...       "ready", then a line per event: index, time, type, code, value
 //	kvmd-input led DEV CODE VAL   writes an EV_LED event, as a host's Caps Lock does
 //	kvmd-input held DEV           the keys the input layer holds down (EVIOCGKEY)
@@ -80,8 +80,9 @@ func run(args []string) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-// find prints the gadget's keyboard (handlers kbd and leds) and mouse
-// (a mouse handler) from /proc/bus/input/devices.
+// find prints the gadget's keyboard (handlers kbd and leds), mouse (a
+// mouse handler and absolute axes) and relmouse (a mouse handler, no
+// absolute axis: the relative mouse) from /proc/bus/input/devices.
 func find() error {
 	b, err := os.ReadFile("/proc/bus/input/devices")
 	if err != nil {
@@ -92,10 +93,12 @@ func find() error {
 			continue
 		}
 		var hs []string
+		abs := false
 		for _, l := range strings.Split(block, "\n") {
 			if v, ok := strings.CutPrefix(l, "H: Handlers="); ok {
 				hs = strings.Fields(v)
 			}
+			abs = abs || strings.HasPrefix(l, "B: ABS=")
 		}
 		var ev, kind string
 		for _, h := range hs {
@@ -104,8 +107,10 @@ func find() error {
 				ev = h
 			case h == "leds":
 				kind = "keyboard"
-			case strings.HasPrefix(h, "mouse") && kind == "":
+			case strings.HasPrefix(h, "mouse") && kind == "" && abs:
 				kind = "mouse"
+			case strings.HasPrefix(h, "mouse") && kind == "":
+				kind = "relmouse"
 			}
 		}
 		if ev != "" && kind != "" {
