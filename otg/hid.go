@@ -100,21 +100,17 @@ var horizontalWheelItems = []byte{
 	input, 0x06, // Data, Variable, Relative
 }
 
-// MouseHID is PiKVM's absolute mouse: buttons (1 byte), X and Y
-// (2 bytes each, little-endian, 0..32767), the wheel (1 byte, -127..127)
-// and, with horizontalWheel, a horizontal wheel (AC Pan, 1 byte): 6 or 7
-// bytes. Protocol 0 (no boot protocol): a host reads it from the report
-// descriptor. From kvmd/apps/otg/hid/mouse.py (pikvm/kvmd, read at
-// f14596e8), whose default (kvmd.hid.mouse.horizontal_wheel) is on.
-func MouseHID(horizontalWheel bool) HID {
-	d := []byte{
+// mouseStart is how both mice's descriptors begin: a pointer in a mouse
+// application collection, then eight buttons, one bit each (the boot
+// report's first byte).
+func mouseStart() []byte {
+	return []byte{
 		usagePage, 0x01, // Generic Desktop
 		usage, 0x02, // Mouse
 		collection, 0x01, // Application
 		usage, 0x01, // Pointer (Apple's recovery needs it and Physical)
 		collection, 0x00, // Physical
 
-		// Eight buttons.
 		usagePage, 0x09, // Button
 		usageMin, 0x01,
 		usageMax, 0x08,
@@ -123,7 +119,17 @@ func MouseHID(horizontalWheel bool) HID {
 		reportCount, 0x08,
 		reportSize, 0x01,
 		input, 0x02, // Data, Variable, Absolute
+	}
+}
 
+// MouseHID is PiKVM's absolute mouse: buttons (1 byte), X and Y
+// (2 bytes each, little-endian, 0..32767), the wheel (1 byte, -127..127)
+// and, with horizontalWheel, a horizontal wheel (AC Pan, 1 byte): 6 or 7
+// bytes. Protocol 0 (no boot protocol): a host reads it from the report
+// descriptor. From kvmd/apps/otg/hid/mouse.py (pikvm/kvmd, read at
+// f14596e8), whose default (kvmd.hid.mouse.horizontal_wheel) is on.
+func MouseHID(horizontalWheel bool) HID {
+	d := append(mouseStart(),
 		// X and Y, 0..32767 (kvmd's range: some hosts mishandle negative
 		// or full 16-bit ranges).
 		usagePage, 0x01, // Generic Desktop
@@ -142,7 +148,7 @@ func MouseHID(horizontalWheel bool) HID {
 		reportSize, 0x08,
 		reportCount, 0x01,
 		input, 0x06, // Data, Variable, Relative
-	}
+	)
 	length := 6
 	if horizontalWheel {
 		d = append(d, horizontalWheelItems...)
@@ -161,23 +167,7 @@ func MouseHID(horizontalWheel bool) HID {
 // report descriptor) moves its pointer with them and ignores the rest.
 // From kvmd/apps/otg/hid/mouse.py (pikvm/kvmd, read at f14596e8).
 func RelativeMouseHID(horizontalWheel bool) HID {
-	d := []byte{
-		usagePage, 0x01, // Generic Desktop
-		usage, 0x02, // Mouse
-		collection, 0x01, // Application
-		usage, 0x01, // Pointer
-		collection, 0x00, // Physical
-
-		// Eight buttons: the boot report's first byte.
-		usagePage, 0x09, // Button
-		usageMin, 0x01,
-		usageMax, 0x08,
-		logicalMin, 0x00,
-		logicalMax, 0x01,
-		reportCount, 0x08,
-		reportSize, 0x01,
-		input, 0x02, // Data, Variable, Absolute
-
+	d := append(mouseStart(),
 		// X, Y and the wheel, one signed byte each, relative: X and Y
 		// are the boot report's second and third bytes.
 		usagePage, 0x01, // Generic Desktop
@@ -189,7 +179,7 @@ func RelativeMouseHID(horizontalWheel bool) HID {
 		reportSize, 0x08,
 		reportCount, 0x03,
 		input, 0x06, // Data, Variable, Relative
-	}
+	)
 	length := 4
 	if horizontalWheel {
 		d = append(d, horizontalWheelItems...)
