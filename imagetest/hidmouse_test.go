@@ -109,11 +109,13 @@ func (s *system) testHIDOutputs(t *testing.T) {
 			t.Fatalf("%s: %d %s", path, st, body)
 		}
 	}
+	// expect waits for as many moves as want has (and a quiet poll after
+	// them, for any extra), at most 10 s.
 	expect := func(what, want string) {
 		t.Helper()
 		n := 0
 		got := moves(w.events(t, 10*time.Second, func(evs []inputEvent) bool {
-			return moves(evs) != "" && quiet(&n)(evs)
+			return len(strings.Fields(moves(evs))) >= len(strings.Fields(want)) && quiet(&n)(evs)
 		}))
 		if got != want {
 			t.Errorf("%s: the guest got %q, want %q", what, got, want)
