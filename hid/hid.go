@@ -443,7 +443,8 @@ func (h *HID) Print(ctx context.Context, text, keymap string, delay time.Duratio
 	if err != nil {
 		return err
 	}
-	return h.SendKeys(ctx, km.Type(text, h.keymaps.fallback()), delay)
+	seq, _ := km.Type(text)
+	return h.SendKeys(ctx, seq, delay)
 }
 
 // Keymaps returns the keymaps print knows.

@@ -20,34 +20,71 @@ import (
 // DefaultKeymap is the keymap print uses when none is named (kvmd's).
 const DefaultKeymap = "en-us"
 
-// Stroke is how one character is typed: a key, with Shift and AltGr
-// (the right Alt, ISO_Level3_Shift in the layouts here) held or not.
+// Stroke is one key of a character's typing, with Shift and AltGr (the
+// right Alt, ISO_Level3_Shift in the layouts here) held or not.
 type Stroke struct {
 	Key          Key
 	Shift, AltGr bool
 }
 
 // Keymap maps the characters a keyboard layout types to the strokes that
-// type them.
+// type them: one key, or a dead key (or two) and then a key, as the
+// host's compose table makes the character of them.
 type Keymap struct {
-	Name    string
-	strokes map[rune]Stroke
+	Name string
+	// Layout and Variant are the xkeyboard-config layout the keymap was
+	// made from, as a Linux host names it (Variant "" for the basic one).
+	Layout, Variant string
+	strokes         map[rune][]Stroke
 }
 
-// Stroke returns how r is typed.
-func (km *Keymap) Stroke(r rune) (Stroke, bool) {
-	s, ok := km.strokes[r]
-	return s, ok
+// Keys typed for the characters every layout types the same way, and the
+// modifiers print holds (kvmd/keyboard/printer.py).
+var (
+	keyEnter = keyByName["Enter"]
+	keyShift = keyByName["ShiftLeft"]
+	keyAltGr = keyByName["AltRight"]
+
+	strokesNewline = []Stroke{{Key: keyEnter}}
+	strokesTab     = []Stroke{{Key: keyByName["Tab"]}}
+	strokesSpace   = []Stroke{{Key: keyByName["Space"]}}
+)
+
+// Strokes returns how r is typed, in order (callers must not change
+// them), or nil when the keymap's layout cannot type r. Newline, tab and
+// space are Enter, Tab and Space on every layout.
+func (km *Keymap) Strokes(r rune) []Stroke {
+	switch r {
+	case '\n':
+		return strokesNewline
+	case '\t':
+		return strokesTab
+	case ' ':
+		return strokesSpace
+	}
+	return km.strokes[r]
 }
 
 // Len is the number of characters the keymap types.
 func (km *Keymap) Len() int { return len(km.strokes) }
 
-// ParseKeymap reads a keymap file: one character a line, "U+XXXX KeyName"
-// and then "shift", "altgr" or both as needed; "#" starts a comment. The
-// first line for a character wins.
+// Chars returns the characters the keymap types, in order.
+func (km *Keymap) Chars() []rune {
+	rs := make([]rune, 0, len(km.strokes))
+	for r := range km.strokes {
+		rs = append(rs, r)
+	}
+	slices.Sort(rs)
+	return rs
+}
+
+// ParseKeymap reads a keymap file: one character a line, "U+XXXX" and
+// its strokes separated by commas, each a key name and then "shift",
+// "altgr" or both as needed ("U+00EA Backquote, KeyE": a dead key, then
+// a key); a line "xkb LAYOUT [VARIANT]" names the xkeyboard-config
+// layout; "#" starts a comment. The first line for a character wins.
 func ParseKeymap(name string, r io.Reader) (*Keymap, error) {
-	km := &Keymap{Name: name, strokes: map[rune]Stroke{}}
+	km := &Keymap{Name: name, strokes: map[rune][]Stroke{}}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line, _, _ := strings.Cut(sc.Text(), "#")
@@ -55,30 +92,28 @@ func ParseKeymap(name string, r io.Reader) (*Keymap, error) {
 		if len(f) == 0 {
 			continue
 		}
+		if f[0] == "xkb" && len(f) <= 3 && len(f) >= 2 {
+			km.Layout, km.Variant = f[1], strings.Join(f[2:], "")
+			continue
+		}
 		if len(f) < 2 || !strings.HasPrefix(f[0], "U+") {
-			return nil, fmt.Errorf("keymap %s:%d: want U+XXXX KeyName [shift] [altgr]", name, n)
+			return nil, fmt.Errorf("keymap %s:%d: want U+XXXX KeyName [shift] [altgr][, KeyName...]", name, n)
 		}
 		cp, err := strconv.ParseUint(f[0][2:], 16, 32)
 		if err != nil || cp > unicode.MaxRune {
 			return nil, fmt.Errorf("keymap %s:%d: bad code point %q", name, n, f[0])
 		}
-		k, ok := KeyByName(f[1])
-		if !ok {
-			return nil, fmt.Errorf("keymap %s:%d: unknown key %q", name, n, f[1])
-		}
-		s := Stroke{Key: k}
-		for _, m := range f[2:] {
-			switch m {
-			case "shift":
-				s.Shift = true
-			case "altgr":
-				s.AltGr = true
-			default:
-				return nil, fmt.Errorf("keymap %s:%d: unknown modifier %q", name, n, m)
+		_, rest, _ := strings.Cut(line, f[0])
+		var seq []Stroke
+		for _, part := range strings.Split(rest, ",") {
+			s, err := parseStroke(strings.Fields(part))
+			if err != nil {
+				return nil, fmt.Errorf("keymap %s:%d: %w", name, n, err)
 			}
+			seq = append(seq, s)
 		}
 		if _, dup := km.strokes[rune(cp)]; !dup {
-			km.strokes[rune(cp)] = s
+			km.strokes[rune(cp)] = seq
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -87,83 +122,123 @@ func ParseKeymap(name string, r io.Reader) (*Keymap, error) {
 	return km, nil
 }
 
-// Keys returned for the characters print types itself, whatever the
-// keymap (kvmd/keyboard/printer.py).
-var (
-	keyEnter = keyByName["Enter"]
-	keyTab   = keyByName["Tab"]
-	keySpace = keyByName["Space"]
-	keyShift = keyByName["ShiftLeft"]
-	keyAltGr = keyByName["AltRight"]
-)
-
-// Type returns the key presses that type text, as kvmd's printer does:
-// newline, tab and space are their keys; typographic quotes and dashes
-// become ASCII ones; a character the keymap lacks is looked up in
-// fallback (kvmd adds its US table to every keymap), else skipped, as are
-// characters that do not print. Shift and AltGr stay held across
-// characters that need them and are released at the end.
-func (km *Keymap) Type(text string, fallback *Keymap) []KeyPress {
-	var out []KeyPress
-	var shift, altgr bool
-	stroke := func(r rune) (Stroke, bool) {
-		switch r {
-		case '\n':
-			return Stroke{Key: keyEnter}, true
-		case '\t':
-			return Stroke{Key: keyTab}, true
-		case ' ':
-			return Stroke{Key: keySpace}, true
-		}
-		if !unicode.IsPrint(r) {
-			return Stroke{}, false
-		}
-		if s, ok := km.strokes[r]; ok {
-			return s, true
-		}
-		if fallback != nil {
-			s, ok := fallback.strokes[r]
-			return s, ok
-		}
-		return Stroke{}, false
+// parseStroke reads one stroke: a key name and its modifiers.
+func parseStroke(f []string) (Stroke, error) {
+	if len(f) == 0 {
+		return Stroke{}, errors.New("an empty stroke")
 	}
-	for _, r := range text {
-		var rs []rune
-		switch r {
-		case '‚', '‘', '’':
-			rs = []rune{'\''}
-		case '„', '“', '”':
-			rs = []rune{'"'}
-		case '–':
-			rs = []rune{'-'}
-		case '—':
-			rs = []rune{'-', '-'}
+	k, ok := KeyByName(f[0])
+	if !ok {
+		return Stroke{}, fmt.Errorf("unknown key %q", f[0])
+	}
+	s := Stroke{Key: k}
+	for _, m := range f[1:] {
+		switch m {
+		case "shift":
+			s.Shift = true
+		case "altgr":
+			s.AltGr = true
 		default:
-			rs = []rune{r}
-		}
-		for _, r := range rs {
-			s, ok := stroke(r)
-			if !ok {
-				continue
-			}
-			if s.Shift != shift {
-				out = append(out, KeyPress{keyShift, s.Shift})
-				shift = s.Shift
-			}
-			if s.AltGr != altgr {
-				out = append(out, KeyPress{keyAltGr, s.AltGr})
-				altgr = s.AltGr
-			}
-			out = append(out, KeyPress{s.Key, true}, KeyPress{s.Key, false})
+			return Stroke{}, fmt.Errorf("unknown modifier %q", m)
 		}
 	}
-	if shift {
-		out = append(out, KeyPress{keyShift, false})
+	return s, nil
+}
+
+// Skipped is what a text has that its keymap's layout cannot type: how
+// many characters, and which (each once, in the order met, at most
+// MaxSkippedChars of them).
+type Skipped struct {
+	Count int
+	Chars []rune
+}
+
+// MaxSkippedChars bounds Skipped.Chars.
+const MaxSkippedChars = 64
+
+func (s *Skipped) add(r rune) {
+	s.Count++
+	if len(s.Chars) < MaxSkippedChars && !slices.Contains(s.Chars, r) {
+		s.Chars = append(s.Chars, r)
 	}
-	if altgr {
-		out = append(out, KeyPress{keyAltGr, false})
+}
+
+// Typer turns text into key presses a character at a time: it holds Shift
+// and AltGr across characters that need them, types a line break as Enter
+// whether it is "\n", "\r\n" or "\r", and skips, counting them, the
+// characters its keymap's layout cannot type, never typing another
+// character in their place.
+type Typer struct {
+	km               *Keymap
+	shift, altgr, cr bool
+	Skipped          Skipped
+}
+
+// Typer returns a Typer with nothing held.
+func (km *Keymap) Typer() *Typer { return &Typer{km: km} }
+
+// Rune appends to out the presses that type r.
+func (t *Typer) Rune(out []KeyPress, r rune) []KeyPress {
+	cr := t.cr
+	t.cr = r == '\r'
+	switch {
+	case r == '\n' && cr:
+		return out // the end of a "\r\n"
+	case r == '\r':
+		r = '\n'
+	}
+	seq := t.km.Strokes(r)
+	if seq == nil {
+		t.Skipped.add(r)
+		return out
+	}
+	for _, s := range seq {
+		if s.Shift != t.shift {
+			out = append(out, KeyPress{keyShift, s.Shift})
+			t.shift = s.Shift
+		}
+		if s.AltGr != t.altgr {
+			out = append(out, KeyPress{keyAltGr, s.AltGr})
+			t.altgr = s.AltGr
+		}
+		out = append(out, KeyPress{s.Key, true}, KeyPress{s.Key, false})
 	}
 	return out
+}
+
+// End appends to out the releases of the modifiers still held.
+func (t *Typer) End(out []KeyPress) []KeyPress {
+	if t.shift {
+		out = append(out, KeyPress{keyShift, false})
+		t.shift = false
+	}
+	if t.altgr {
+		out = append(out, KeyPress{keyAltGr, false})
+		t.altgr = false
+	}
+	return out
+}
+
+// Type returns the key presses that type text (see Typer) and what it
+// skipped.
+func (km *Keymap) Type(text string) ([]KeyPress, Skipped) {
+	t := km.Typer()
+	var out []KeyPress
+	for _, r := range text {
+		out = t.Rune(out, r)
+	}
+	return t.End(out), t.Skipped
+}
+
+// Skipped returns what Type would skip of text, without typing it.
+func (km *Keymap) Skipped(text string) Skipped {
+	var s Skipped
+	for _, r := range text {
+		if r != '\r' && km.Strokes(r) == nil {
+			s.add(r)
+		}
+	}
+	return s
 }
 
 // ErrNoKeymap is returned for a keymap name that is not known.
@@ -252,14 +327,4 @@ func (k *Keymaps) Get(name string) (*Keymap, error) {
 	}
 	k.cache[name] = km
 	return km, nil
-}
-
-// fallback is the keymap that fills another's gaps: the default, en-us
-// (nil if it cannot be read).
-func (k *Keymaps) fallback() *Keymap {
-	km, err := k.Get(DefaultKeymap)
-	if err != nil {
-		km, _ = k.Get("")
-	}
-	return km
 }

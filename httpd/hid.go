@@ -198,7 +198,7 @@ func (s *Server) hidSendShortcut(w http.ResponseWriter, r *http.Request) error {
 		keys = append(keys, k)
 	}
 	if len(keys) > 0 {
-		if err := s.hidLong(w, r, func(ctx context.Context) error { return s.cfg.Devices.HID.Shortcut(ctx, keys) }); err != nil {
+		if err := s.hidLong(w, r, nil, func(ctx context.Context) error { return s.cfg.Devices.HID.Shortcut(ctx, keys) }); err != nil {
 			return err
 		}
 		return nil
@@ -295,7 +295,8 @@ func printText(r *http.Request, body []byte) (string, error) {
 // hidPrint types the body's text (kvmd's print): limit= characters of it
 // (default 1024, 0 for all), with keymap= (default en-us), and slow=1 or
 // delay= seconds (0..5) before each key event. It answers when the text
-// is typed. It goes on if the client leaves; another print, a shortcut,
+// is typed, saying which characters the keymap's layout cannot type and
+// how many were skipped. It goes on if the client leaves; another print, a shortcut,
 // a reset or the end of the session stops it, releasing every key.
 func (s *Server) hidPrint(w http.ResponseWriter, r *http.Request) error {
 	body, err := io.ReadAll(r.Body) // already read by serve, in memory
@@ -319,10 +320,9 @@ func (s *Server) hidPrint(w http.ResponseWriter, r *http.Request) error {
 		text = string([]rune(text)[:limit])
 	}
 	keymap := strings.TrimSpace(query(r).Get("keymap"))
-	if keymap != "" {
-		if _, err := s.cfg.Devices.HID.Keymaps().Get(keymap); err != nil {
-			return BadParam("keymap", "not one of GET /api/hid/keymaps's available")
-		}
+	km, err := s.cfg.Devices.HID.Keymaps().Get(keymap)
+	if err != nil {
+		return BadParam("keymap", "not one of GET /api/hid/keymaps's available")
 	}
 	slow, err := queryBool(r, "slow", false)
 	if err != nil {
@@ -340,15 +340,33 @@ func (s *Server) hidPrint(w http.ResponseWriter, r *http.Request) error {
 		delay = d
 	}
 	dur := time.Duration(delay * float64(time.Second))
-	return s.hidLong(w, r, func(ctx context.Context) error {
+	return s.hidLong(w, r, printResult(km.Skipped(text)), func(ctx context.Context) error {
 		return s.cfg.Devices.HID.Print(ctx, text, keymap, dur)
 	})
 }
 
+// printResult is print's answer: kvmd's is empty; this one says what of
+// the text the keymap's layout cannot type, which was skipped (clients
+// that do not know the field ignore it).
+func printResult(sk hid.Skipped) any {
+	type skipped struct {
+		Count int      `json:"count"`
+		Chars []string `json:"chars"`
+	}
+	chars := make([]string, len(sk.Chars))
+	for i, c := range sk.Chars {
+		chars[i] = string(c)
+	}
+	return struct {
+		Skipped skipped `json:"skipped"`
+	}{skipped{sk.Count, chars}}
+}
+
 // hidLong runs a print or a shortcut, bound to the session (or API token)
 // and to the server, not to the connection: it answers when do returns,
-// or not at all when the client left first (do goes on).
-func (s *Server) hidLong(w http.ResponseWriter, r *http.Request, do func(ctx context.Context) error) error {
+// with result (nil: an empty one), or not at all when the client left
+// first (do goes on).
+func (s *Server) hidLong(w http.ResponseWriter, r *http.Request, result any, do func(ctx context.Context) error) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	session := IdentityFrom(r.Context()).done
 	errc := make(chan error, 1)
@@ -377,9 +395,11 @@ func (s *Server) hidLong(w http.ResponseWriter, r *http.Request, do func(ctx con
 		err = <-errc
 	}
 	switch {
-	case err == nil:
+	case err == nil && result == nil:
 		writeBody(w, http.StatusOK, okEmpty)
 		return nil
+	case err == nil:
+		return WriteJSON(w, result)
 	case errors.Is(err, hid.ErrNoKeymap):
 		return BadParam("keymap", "not one of GET /api/hid/keymaps's available")
 	case errors.Is(err, hid.ErrUnavailable):

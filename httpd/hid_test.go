@@ -103,25 +103,27 @@ var viewerAuth = map[string]string{"X-KVMD-User": "viewer", "X-KVMD-Passwd": "vi
 
 func TestHIDEvents(t *testing.T) {
 	e := newHIDEnv(t)
+	const none = `{"ok":true,"result":{}}`
 	for _, tc := range []struct {
-		path string
-		keys string
+		path, body string
+		keys       string
+		answer     string
 	}{
-		{"/api/hid/events/send_key?key=KeyA", "[KeyA] []"},
-		{"/api/hid/events/send_key?key=ShiftLeft&state=1", "[ShiftLeft]"},
-		{"/api/hid/events/send_key?key=Digit1&state=true&finish=yes", "[ShiftLeft+Digit1] [ShiftLeft]"},
-		{"/api/hid/events/send_key?key=ShiftLeft&state=0", "[]"},
-		{"/api/hid/events/send_shortcut?keys=ControlLeft,AltLeft,Delete", "[ControlLeft] [ControlLeft+AltLeft] [ControlLeft+AltLeft+Delete] [ControlLeft+AltLeft] [ControlLeft] []"},
-		{"/api/hid/events/send_shortcut?keys=", ""},
-		{"/api/hid/print", "[ShiftLeft] [ShiftLeft+KeyH] [ShiftLeft] [] [KeyI] []"},
-		{"/api/hid/print?keymap=de&limit=2", "[KeyY] [] [ShiftLeft] [ShiftLeft+KeyZ] [ShiftLeft] []"},
+		{"/api/hid/events/send_key?key=KeyA", "", "[KeyA] []", none},
+		{"/api/hid/events/send_key?key=ShiftLeft&state=1", "", "[ShiftLeft]", none},
+		{"/api/hid/events/send_key?key=Digit1&state=true&finish=yes", "", "[ShiftLeft+Digit1] [ShiftLeft]", none},
+		{"/api/hid/events/send_key?key=ShiftLeft&state=0", "", "[]", none},
+		{"/api/hid/events/send_shortcut?keys=ControlLeft,AltLeft,Delete", "", "[ControlLeft] [ControlLeft+AltLeft] [ControlLeft+AltLeft+Delete] [ControlLeft+AltLeft] [ControlLeft] []", none},
+		{"/api/hid/events/send_shortcut?keys=", "", "", none},
+		{"/api/hid/print", "Hi", "[ShiftLeft] [ShiftLeft+KeyH] [ShiftLeft] [] [KeyI] []", `{"ok":true,"result":{"skipped":{"count":0,"chars":[]}}}`},
+		{"/api/hid/print?keymap=de&limit=2", "zYx", "[KeyY] [] [ShiftLeft] [ShiftLeft+KeyZ] [ShiftLeft] []", `{"ok":true,"result":{"skipped":{"count":0,"chars":[]}}}`},
+		// What the layout cannot type is skipped and said: Russian has no
+		// Latin letters, en-us no é (nor another character in its place).
+		{"/api/hid/print?keymap=ru", "аbжb€", "[KeyF] [] [Semicolon] []", `{"ok":true,"result":{"skipped":{"count":3,"chars":["b","€"]}}}`},
+		{"/api/hid/print", "é", "", `{"ok":true,"result":{"skipped":{"count":1,"chars":["é"]}}}`},
 	} {
-		body := ""
-		if strings.HasPrefix(tc.path, "/api/hid/print") {
-			body = map[bool]string{true: "zYx", false: "Hi"}[strings.Contains(tc.path, "keymap=de")]
-		}
-		if r := e.req("POST", tc.path, operatorAuth, body); r.status != 200 || string(r.body) != `{"ok":true,"result":{}}` {
-			t.Fatalf("%s: %d %s", tc.path, r.status, r.body)
+		if r := e.req("POST", tc.path, operatorAuth, tc.body); r.status != 200 || string(r.body) != tc.answer {
+			t.Fatalf("%s: %d %s, want %s", tc.path, r.status, r.body, tc.answer)
 		}
 		if got := e.keys(); got != tc.keys {
 			t.Errorf("%s: the host got %s, want %s", tc.path, got, tc.keys)

@@ -76,12 +76,17 @@ if [ "$mode" != install ]; then
 		[ -x /usr/sbin/slapd ] || need="$need slapd"
 		command -v ldapadd >/dev/null 2>&1 || need="$need ldap-utils"
 		[ -x /usr/sbin/freeradius ] || need="$need freeradius"
-		# xkeyboard-config's layouts, libxkbcommon's xkbcli and X11's
-		# keysymdef.h: tools/cmd/genkeymaps regenerates hid/keymaps from
-		# them, and its test checks the committed files are what they give.
+		# xkeyboard-config's layouts, libxkbcommon's xkbcli, X11's
+		# keysymdef.h and libX11's compose tables: tools/cmd/genkeymaps
+		# regenerates hid/keymaps from them, and its test checks the
+		# committed files are what they give. python3 runs the helper
+		# through which libxkbcommon itself types print's key presses in
+		# hid's tests and the booted test (internal/xkbtest).
 		[ -d /usr/share/X11/xkb/symbols ] || need="$need xkb-data"
 		command -v xkbcli >/dev/null 2>&1 || need="$need libxkbcommon-tools"
 		[ -f /usr/include/X11/keysymdef.h ] || need="$need x11proto-dev"
+		[ -f /usr/share/X11/locale/en_US.UTF-8/Compose ] || need="$need libx11-data"
+		command -v python3 >/dev/null 2>&1 || need="$need python3"
 		{ command -v qemu-arm && command -v qemu-aarch64; } >/dev/null 2>&1 || need="$need qemu-user"
 		command -v mmdebstrap >/dev/null 2>&1 || need="$need mmdebstrap"
 		command -v arch-test >/dev/null 2>&1 || need="$need arch-test"

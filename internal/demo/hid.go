@@ -32,8 +32,8 @@ func startHIDHost(log *slog.Logger) *hidHost {
 	h := &hidHost{host: hidtest.NewHost(), log: log, chars: map[hid.Stroke]rune{}}
 	if us, err := hid.BuiltinKeymaps().Get("en-us"); err == nil {
 		for r := rune(0x20); r < 0x7f; r++ {
-			if s, ok := us.Stroke(r); ok {
-				h.chars[s] = r
+			if s := us.Strokes(r); len(s) == 1 {
+				h.chars[s[0]] = r
 			}
 		}
 	}

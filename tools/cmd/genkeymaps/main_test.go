@@ -29,7 +29,10 @@ func TestCommittedKeymaps(t *testing.T) {
 		testutil.Missing(t, "keysymdef.h (make deps installs x11proto-dev): "+err.Error())
 	}
 	out := t.TempDir()
-	if err := run(out, keysymdef, "xkbcli"); err != nil {
+	if _, err := os.Stat(composeFile); err != nil {
+		testutil.Missing(t, "libX11's compose table (make deps installs libx11-data): "+err.Error())
+	}
+	if err := run(out, inputs{keysymdef: keysymdef, compose: composeFile, xkbcli: "xkbcli"}); err != nil {
 		t.Fatal(err)
 	}
 	committed := filepath.Join("..", "..", "..", "hid", "keymaps")
@@ -54,7 +57,8 @@ func TestCommittedKeymaps(t *testing.T) {
 	}
 }
 
-// header is a keymap file's line naming the xkb-data it came from.
+// header is a keymap file's line naming the xkb-data and libx11-data it
+// came from.
 func header(b []byte) string {
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.Contains(l, "xkb-data") {
