@@ -279,12 +279,30 @@ func NewKeymaps(fsys fs.FS, def string) (*Keymaps, error) {
 	return k, nil
 }
 
-// builtinZip holds the files of the directory keymaps, deflated (about a
-// quarter of their size in the binary): tools/cmd/genkeymaps writes both,
-// and a test holds the archive to the files.
+// builtinZip holds the files of the directory keymaps, without the
+// comments of their characters' lines (see CompactKeymap) and deflated
+// (about a ninth of their size in the binary): tools/cmd/genkeymaps
+// writes both, and a test holds the archive to the files.
 //
 //go:embed keymaps.zip
 var builtinZip string
+
+// CompactKeymap returns a keymap file's text as the daemon embeds it: its
+// characters' lines ("U+...") without their comments (the character
+// itself, for whoever reads the file) and the spaces before them; the
+// other lines (the header, a licence) as they are.
+func CompactKeymap(b []byte) []byte {
+	var out bytes.Buffer
+	for line := range bytes.Lines(b) {
+		if i := bytes.IndexByte(line, '#'); i >= 0 && bytes.HasPrefix(line, []byte("U+")) {
+			out.Write(bytes.TrimRight(line[:i], " \t"))
+			out.WriteByte('\n')
+			continue
+		}
+		out.Write(line)
+	}
+	return out.Bytes()
+}
 
 // BuiltinKeymaps returns the keymaps built into the daemon (generated
 // from xkeyboard-config by tools/cmd/genkeymaps, see docs/hid.md), en-us

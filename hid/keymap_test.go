@@ -171,8 +171,9 @@ func TestParseKeymap(t *testing.T) {
 }
 
 // TestBuiltinZip: the archive the daemon embeds holds exactly the files of
-// the directory keymaps, byte for byte (regenerate both with cd tools &&
-// go run ./cmd/genkeymaps).
+// the directory keymaps, byte for byte but for the comments of their
+// characters' lines (regenerate both with cd tools && go run
+// ./cmd/genkeymaps).
 func TestBuiltinZip(t *testing.T) {
 	zr, err := zip.NewReader(strings.NewReader(builtinZip), int64(len(builtinZip)))
 	if err != nil {
@@ -190,7 +191,7 @@ func TestBuiltinZip(t *testing.T) {
 			t.Errorf("%s is in keymaps.zip, not in keymaps/: %v", f.Name, err)
 			continue
 		}
-		if !bytes.Equal(got, want) {
+		if !bytes.Equal(got, CompactKeymap(want)) {
 			t.Errorf("%s differs between keymaps.zip and keymaps/", f.Name)
 		}
 	}
