@@ -56,14 +56,42 @@ function showKeymaps(km) {
   sel.value = km.available.includes(want) ? want : km.default;
 }
 
+/** post sends a request; done is the message of its success, or a function that shows it from the answer. */
 async function post(path, init, done) {
   try {
     const res = await api(path, { method: 'POST', ...init });
-    if (res.ok) message(done);
-    else message(await errorMessage(res), true);
+    if (!res.ok) message(await errorMessage(res), true);
+    else if (typeof done === 'function') await done(res);
+    else message(done);
   } catch (e) {
     message('The request failed: ' + e.message, true);
   }
+}
+
+/** shownChar writes a character for the message: as itself, or by its code point when it would not show. */
+function shownChar(c) {
+  if (!/[\p{C}\p{Z}\p{M}]/u.test(c)) return c;
+  return 'U+' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+}
+
+/**
+ * typed says what a print typed: the answer's skipped (this daemon's, kvmd's print answers
+ * nothing) is what the layout cannot type, left out rather than typed as another character.
+ */
+async function typed(res, n, keymap) {
+  let skipped;
+  try {
+    skipped = (await res.json())?.result?.skipped;
+  } catch {
+    // An answer without a body (kvmd's shape): nothing to add.
+  }
+  if (!skipped?.count) {
+    message('Typed ' + n + ' characters.');
+    return;
+  }
+  const chars = (skipped.chars || []).map(shownChar).join(' ');
+  message('Typed ' + (n - skipped.count) + ' of ' + n + ' characters; skipped ' + skipped.count +
+    ' that the ' + keymap + ' layout cannot type: ' + chars, true);
 }
 
 async function type(ev) {
@@ -82,7 +110,7 @@ async function type(ev) {
   await post('/api/hid/print?' + q, {
     headers: { 'Content-Type': 'text/plain; charset=utf-8' },
     body: text,
-  }, 'Typed ' + n + ' characters.');
+  }, (res) => typed(res, n, keymap));
   $('kbd-send').disabled = false;
 }
 
