@@ -123,11 +123,10 @@ func TestKeymapsTypeRight(t *testing.T) {
 	// modifiers, on the host's layout and on its own symbols (which keys
 	// the layout's keyboard has); and all of the characters in one text.
 	type plan struct {
-		typed        []rune // the characters sent, in the order of their cases
-		skipped      []rune
-		whole        string
-		strokeCases  int
-		ownCaseStart int
+		typed       []rune // the characters sent, in the order of their cases
+		skipped     []rune
+		whole       string
+		strokeCases int
 	}
 	plans := make([]plan, len(kms))
 	var first []xkbtest.Layout

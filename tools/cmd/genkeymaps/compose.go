@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // composeNode is a node of a compose table's tree: the sequences that go
@@ -41,8 +42,9 @@ func ParseCompose(r io.Reader, syms *Keysyms) (*composeNode, error) {
 		var seq []uint32
 		known := true
 		for _, f := range strings.Fields(lhs) {
-			name, ok := strings.CutPrefix(f, "<")
-			if name, ok = strings.CutSuffix(name, ">"); !ok {
+			name, open := strings.CutPrefix(f, "<")
+			name, closed := strings.CutSuffix(name, ">")
+			if !open || !closed {
 				return nil, fmt.Errorf("compose line %d: %q is not a <keysym>", n, f)
 			}
 			v, ok := syms.Value(name)
@@ -92,8 +94,8 @@ func (nd *composeNode) add(seq []uint32, text string) {
 }
 
 // composeResult reads the part of a compose line after the colon: an
-// optional quoted string (with \\, \", octal and \x escapes) and an
-// optional keysym name, then perhaps a comment.
+// optional quoted string (with \\, \", octal and \x escapes, in
+// UTF-8) and an optional keysym name, then perhaps a comment.
 func composeResult(rhs string) (text, sym string, err error) {
 	s := strings.TrimSpace(rhs)
 	if strings.HasPrefix(s, `"`) {
@@ -131,6 +133,10 @@ func composeResult(rhs string) (text, sym string, err error) {
 		}
 		if i >= len(s) {
 			return "", "", fmt.Errorf("unterminated string in %q", rhs)
+		}
+		if !utf8.ValidString(b.String()) {
+			// libxkbcommon refuses the table then.
+			return "", "", fmt.Errorf("a string not in UTF-8 in %q", rhs)
 		}
 		text, s = b.String(), strings.TrimSpace(s[i+1:])
 	}
