@@ -129,6 +129,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("streamer", func(t *testing.T) { sys.testStreamer(t, &fig) })
 	t.Run("gpio", sys.testGPIO)
 	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })
+	t.Run("hid layouts", sys.testHIDLayouts)
 	t.Run("hid outputs", sys.testHIDOutputs)
 	t.Run("firmware", sys.testFirmware)
 	t.Run("msd", func(t *testing.T) { sys.testMSD(t, &fig) })
