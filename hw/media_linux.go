@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"kvmd/internal/ioctl"
 )
 
 // The media controller UAPI (include/uapi/linux/media.h). The structures
@@ -90,7 +92,7 @@ func (DeviceV4L2) Topology(media string) (Topology, error) {
 	defer unix.Close(fd)
 	for range 3 {
 		var t mediaV2Topology
-		if err := ioctlFD(fd, mediaIOCGTopology, unsafe.Pointer(&t)); err != nil {
+		if err := ioctl.Do(fd, mediaIOCGTopology, unsafe.Pointer(&t)); err != nil {
 			return Topology{}, mediaError(media, err)
 		}
 		if t.NumEntities > maxGraphObjects || t.NumInterfaces > maxGraphObjects ||
@@ -106,7 +108,7 @@ func (DeviceV4L2) Topology(media string) (Topology, error) {
 		t.PtrInterfaces = uint64(uintptr(unsafe.Pointer(&intfs[0])))
 		t.PtrPads = uint64(uintptr(unsafe.Pointer(&pads[0])))
 		t.PtrLinks = uint64(uintptr(unsafe.Pointer(&links[0])))
-		err := ioctlFD(fd, mediaIOCGTopology, unsafe.Pointer(&t))
+		err := ioctl.Do(fd, mediaIOCGTopology, unsafe.Pointer(&t))
 		runtime.KeepAlive(ents)
 		runtime.KeepAlive(intfs)
 		runtime.KeepAlive(pads)

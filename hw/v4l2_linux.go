@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"kvmd/internal/ioctl"
 )
 
 // DeviceV4L2 asks the kernel's V4L2 drivers through ioctls on the device
@@ -211,24 +213,10 @@ func ioctlNode(dev string, req uint, arg unsafe.Pointer) error {
 		return pathError("open", dev, err)
 	}
 	defer unix.Close(fd)
-	if err := ioctlFD(fd, req, arg); err != nil {
+	if err := ioctl.Do(fd, req, arg); err != nil {
 		return pathError("ioctl", dev, err)
 	}
 	return nil
-}
-
-// ioctlFD issues one ioctl with arg, retrying when a signal interrupts it.
-func ioctlFD(fd int, req uint, arg unsafe.Pointer) error {
-	for {
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(arg))
-		switch errno {
-		case 0:
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		return errno
-	}
 }
 
 // pathError keeps the errno recognisable: errors.Is(err, fs.ErrNotExist)
