@@ -1,0 +1,4 @@
+package memsink
+
+// native is this machine's layout.
+var native = layoutAArch64
