@@ -35,6 +35,7 @@ FUZZ_TARGETS := \
 	FuzzParseResponse:./auth/radiusauth/ \
 	FuzzRedact:./diag/ \
 	FuzzApply:./streamer/ \
+	FuzzLook:./streamer/memsink/ \
 	FuzzParseJSON:./hid/ \
 	FuzzParseBinary:./hid/ \
 	FuzzWSMessage:./httpd/ \
@@ -85,14 +86,17 @@ unit:
 	cd tools && $(GO) test -count=1 ./...
 
 race:
-	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/... ./msd/...
+	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/... ./msd/... ./streamer/memsink/
 
 ## smoke: the ARM builds under qemu-user: the firmware tests (cross builds, reproducibility,
-## each ARM binary serving on the Raspberry Pi 4 fixture) and the hw package's tests as arm64.
+## each ARM binary serving on the Raspberry Pi 4 fixture), the hw package's tests as arm64, and
+## the C layouts the V4L2 encoder and ustreamer's sink reader assume on 32-bit ARM.
 ## Without qemu they fail here rather than skip (JOURNALTEST_REQUIRE, above).
 smoke: deps
 	$(GO) test -count=1 -v ./firmware/
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec 'qemu-aarch64 -cpu cortex-a53' ./hw/...
+	CGO_ENABLED=0 GOARCH=arm GOARM=7 $(GO) test -count=1 -exec 'qemu-arm -cpu cortex-a7' \
+		-run 'Layout|PixFormat|LongDouble|Parse|Reader' ./hw/v4l2m2m/ ./streamer/memsink/
 
 ## image-test: the booted-system test (imagetest/): this checkout's Debian package installed with
 ## apt into Debian 12 arm64, booted under systemd in qemu-system-aarch64 (TCG where there is no
@@ -133,7 +137,7 @@ $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 SHELL_SCRIPTS = .ci/run $(wildcard scripts/*.sh scripts/deb/post* scripts/deb/pre* buildroot/board/kvmd/*/*.sh) \
-	imagetest/rootfs.sh imagetest/setup/setup imagetest/guest/usr/local/sbin/kvmd-imagetest-init \
+	imagetest/rootfs.sh imagetest/vicodec.sh imagetest/setup/setup imagetest/guest/usr/local/sbin/kvmd-imagetest-init \
 	imagetest/guest/etc/initramfs-tools/hooks/kvmd-imagetest
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

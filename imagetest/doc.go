@@ -4,7 +4,8 @@
 // with Type=notify and the watchdog, /api/info through the unit's sandbox,
 // /api/log from the live system journal, the web UI's edits of the users
 // and tokens files, virtual media read back by the host side of the USB
-// gadget, a reboot, an upgrade, a clean stop (and, with
+// gadget, the hardware H.264 encoder's V4L2 path on the kernel's vicodec
+// (built by vicodec.sh from Debian's kernel source), a reboot, an upgrade, a clean stop (and, with
 // KVMD_IMAGETEST_POWERCUT=1, a power cut right after an upload). rootfs.sh builds
 // (and caches) the system with mmdebstrap; the test installs this
 // checkout's package into it with apt and boots it in qemu-system-aarch64.

@@ -50,6 +50,7 @@ func TestBootedSystem(t *testing.T) {
 	var fig figures
 	deb, version := buildDeb(t)
 	img := buildImage(t, &fig)
+	vicodec := buildVicodec(img)
 	fig.qemu, _, _ = strings.Cut(run(t, "qemu-system-aarch64", "--version"), "\n")
 
 	work := t.TempDir()
@@ -112,7 +113,7 @@ func TestBootedSystem(t *testing.T) {
 	fig.bootToAnswer = d
 	t.Logf("power-on to kvmd answering: %v", d.Round(100*time.Millisecond))
 
-	sys := &system{t: t, m: m, c: c, passwd: passwd, version: version, share: share}
+	sys := &system{t: t, m: m, c: c, passwd: passwd, version: version, share: share, vicodec: vicodec}
 	// The certificate firstboot made, trusted from here on: it must
 	// verify for the device's host name.
 	sys.trustDeviceCert(t)
@@ -127,6 +128,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("usb states", sys.testUSBStates)
 	t.Run("video", func(t *testing.T) { sys.testVideo(t, &fig) })
 	t.Run("streamer", func(t *testing.T) { sys.testStreamer(t, &fig) })
+	t.Run("m2m", sys.testM2M)
 	t.Run("gpio", sys.testGPIO)
 	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })
 	t.Run("hid layouts", sys.testHIDLayouts)
@@ -294,6 +296,8 @@ type system struct {
 	totp    string // the 2FA secret, once enabled
 	// webcheckPath is tools/cmd/webcheck, once built.
 	webcheckPath string
+	// vicodec is the kernel's vicodec being built for the image's kernel.
+	vicodec *vicodecBuild
 }
 
 // creds are the headers of a request as admin (with the 2FA code when on).

@@ -65,8 +65,7 @@ func (s *system) installGuestTool(t *testing.T, dir string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", dir, err, out)
 	}
-	s.m.shell.must(t, "mkdir -p /run/kvmd-imagetest && mount -t 9p -o trans=virtio,version=9p2000.L,ro kvmd /run/kvmd-imagetest && "+
-		"install -m 0755 /run/kvmd-imagetest/"+dir+" /usr/local/bin/; st=$?; umount /run/kvmd-imagetest; exit $st")
+	s.installShared(t, filepath.Join(s.share, dir), "/usr/local/bin/"+dir)
 }
 
 // ustreamers lists the pids of the running ustreamers: the daemon names

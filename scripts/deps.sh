@@ -99,6 +99,12 @@ if [ "$mode" != install ]; then
 		# which the booted system's usbredirect exports the gadget.
 		command -v qemu-system-x86_64 >/dev/null 2>&1 || need="$need qemu-system-x86"
 		[ -f /usr/share/seabios/bios-256k.bin ] || need="$need seabios"
+		# The booted test builds the kernel's vicodec for Debian's arm64
+		# kernel, which does not ship it (imagetest/vicodec.sh), with the
+		# gcc 12 that kernel was built with.
+		if ! command -v aarch64-linux-gnu-gcc-12 >/dev/null 2>&1; then
+			if [ "$machine" = aarch64 ]; then need="$need gcc-12"; else need="$need gcc-aarch64-linux-gnu"; fi
+		fi
 		if [ "$machine" != aarch64 ]; then
 			[ -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || need="$need qemu-user-static"
 			command -v update-binfmts >/dev/null 2>&1 || need="$need binfmt-support"

@@ -4,6 +4,7 @@
 //
 //	webcheck console -url URL -user U -passwd P [-out PNG] [-bars] [-overlay TEXT] [-type TEXT] [-click FX,FY]
 //	webcheck pikvm -url URL -user U -passwd P [-out PNG]
+//	webcheck bars -in PNG
 //
 // console logs in through the login page and opens the console; with
 // -bars it waits for the picture and checks it shows the 75 % colour bars
@@ -14,17 +15,21 @@
 // width and height. pikvm
 // opens PiKVM's own KVM page (/kvm/, served by a proxy in front of kvmd)
 // after logging in through the API, and checks its stream shows the bars.
+// bars checks that a picture (a frame decoded on the far side of an
+// encoder) shows the bars across its middle, without a browser.
 // Each prints one JSON object of what it saw and exits 1 when a check
 // fails. Certificate errors are ignored: the device's certificate is its
 // own.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"image/png"
 	"os"
 	"strings"
 	"sync"
@@ -68,6 +73,7 @@ func main() {
 	typ := fs.String("type", "", "click the picture and type this text")
 	click := fs.String("click", "", "click the picture, then click at FX,FY (fractions of the picture's size)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	in := fs.String("in", "", "bars: the PNG to check")
 	fs.Parse(os.Args[2:])
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -89,6 +95,8 @@ func main() {
 		err = console(ctx, &res, *url, *user, *passwd, *out, *bars, *overlay, *typ, at)
 	case "pikvm":
 		err = pikvm(ctx, &res, *url, *user, *passwd, *out)
+	case "bars":
+		err = pictureBars(&res, *in)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -100,6 +108,23 @@ func main() {
 	if err != nil {
 		os.Exit(1)
 	}
+}
+
+// pictureBars checks the PNG at path: the bars across the whole picture,
+// at half its height.
+func pictureBars(res *result, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	res.Natural = [2]float64{float64(cfg.Width), float64(cfg.Height)}
+	res.Rect = [4]float64{0, 0, float64(cfg.Width), float64(cfg.Height)}
+	res.Bars, err = screen.CheckBars(b, res.Rect, .5)
+	return err
 }
 
 // browser starts a headless Chromium with a throwaway profile.
