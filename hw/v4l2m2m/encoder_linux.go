@@ -178,12 +178,17 @@ func (e *Encoder) setCtrl(id uint32, v int32) error {
 // stream. It reports false, and no error, when the driver has no bitrate
 // control (vicodec).
 func (e *Encoder) SetBitrate(kbps int) (bool, error) {
+	return e.locked(func() (bool, error) { return e.setBitrate(kbps) })
+}
+
+// locked runs set under the lock, unless the encoder is closed.
+func (e *Encoder) locked(set func() (bool, error)) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed.Load() {
 		return false, ErrClosed
 	}
-	return e.setBitrate(kbps)
+	return set()
 }
 
 func (e *Encoder) setBitrate(kbps int) (bool, error) {
@@ -199,12 +204,7 @@ func (e *Encoder) setBitrate(kbps int) (bool, error) {
 // its most. It reports false, and no error, when the driver has no such
 // control.
 func (e *Encoder) SetGOP(frames int) (bool, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed.Load() {
-		return false, ErrClosed
-	}
-	return e.setGOP(frames)
+	return e.locked(func() (bool, error) { return e.setGOP(frames) })
 }
 
 func (e *Encoder) setGOP(frames int) (bool, error) {

@@ -15,33 +15,25 @@ func TestLayout(t *testing.T) {
 	var p plane
 	var f format
 	var s streamParm
-	ptr64 := unsafe.Sizeof(uintptr(0)) == 8
-	// sizes and offsets: 32-bit ARM, then 64-bit.
-	pick := func(arm, b64 uintptr) uintptr {
-		if ptr64 {
-			return b64
-		}
-		return arm
-	}
 	for _, c := range []struct {
 		name      string
 		got, want uintptr
 	}{
 		{"sizeof(struct v4l2_capability)", unsafe.Sizeof(capability{}), 104},
 		{"sizeof(struct v4l2_fmtdesc)", unsafe.Sizeof(fmtDesc{}), 64},
-		{"sizeof(struct v4l2_format)", unsafe.Sizeof(f), pick(204, 208)},
-		{"offsetof(v4l2_format, fmt)", unsafe.Offsetof(f.Fmt), pick(4, 8)},
+		{"sizeof(struct v4l2_format)", unsafe.Sizeof(f), pick[uintptr](204, 208)},
+		{"offsetof(v4l2_format, fmt)", unsafe.Offsetof(f.Fmt), pick[uintptr](4, 8)},
 		{"sizeof(struct v4l2_requestbuffers)", unsafe.Sizeof(requestBuffers{}), 20},
-		{"sizeof(struct v4l2_buffer)", unsafe.Sizeof(b), pick(68, 88)},
-		{"offsetof(v4l2_buffer, timestamp)", unsafe.Offsetof(b.Timestamp), pick(20, 24)},
-		{"offsetof(v4l2_buffer, timecode)", unsafe.Offsetof(b.Timecode), pick(28, 40)},
-		{"offsetof(v4l2_buffer, sequence)", unsafe.Offsetof(b.Sequence), pick(44, 56)},
-		{"offsetof(v4l2_buffer, m)", unsafe.Offsetof(b.M), pick(52, 64)},
-		{"offsetof(v4l2_buffer, length)", unsafe.Offsetof(b.Length), pick(56, 72)},
-		{"offsetof(v4l2_buffer, request_fd)", unsafe.Offsetof(b.RequestFD), pick(64, 80)},
-		{"sizeof(struct v4l2_plane)", unsafe.Sizeof(p), pick(60, 64)},
+		{"sizeof(struct v4l2_buffer)", unsafe.Sizeof(b), pick[uintptr](68, 88)},
+		{"offsetof(v4l2_buffer, timestamp)", unsafe.Offsetof(b.Timestamp), pick[uintptr](20, 24)},
+		{"offsetof(v4l2_buffer, timecode)", unsafe.Offsetof(b.Timecode), pick[uintptr](28, 40)},
+		{"offsetof(v4l2_buffer, sequence)", unsafe.Offsetof(b.Sequence), pick[uintptr](44, 56)},
+		{"offsetof(v4l2_buffer, m)", unsafe.Offsetof(b.M), pick[uintptr](52, 64)},
+		{"offsetof(v4l2_buffer, length)", unsafe.Offsetof(b.Length), pick[uintptr](56, 72)},
+		{"offsetof(v4l2_buffer, request_fd)", unsafe.Offsetof(b.RequestFD), pick[uintptr](64, 80)},
+		{"sizeof(struct v4l2_plane)", unsafe.Sizeof(p), pick[uintptr](60, 64)},
 		{"offsetof(v4l2_plane, m)", unsafe.Offsetof(p.M), 8},
-		{"offsetof(v4l2_plane, data_offset)", unsafe.Offsetof(p.DataOffset), pick(12, 16)},
+		{"offsetof(v4l2_plane, data_offset)", unsafe.Offsetof(p.DataOffset), pick[uintptr](12, 16)},
 		{"sizeof(struct v4l2_control)", unsafe.Sizeof(control{}), 8},
 		{"sizeof(struct v4l2_queryctrl)", unsafe.Sizeof(queryCtrl{}), 68},
 		{"sizeof(struct v4l2_encoder_cmd)", unsafe.Sizeof(encoderCmd{}), 40},
@@ -52,24 +44,18 @@ func TestLayout(t *testing.T) {
 			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
 		}
 	}
-	pickReq := func(arm, b64 uint) uint {
-		if ptr64 {
-			return b64
-		}
-		return arm
-	}
 	for _, c := range []struct {
 		name      string
 		got, want uint
 	}{
 		{"VIDIOC_QUERYCAP", vidiocQueryCap, 0x80685600},
 		{"VIDIOC_ENUM_FMT", vidiocEnumFmt, 0xc0405602},
-		{"VIDIOC_G_FMT", vidiocGFmt, pickReq(0xc0cc5604, 0xc0d05604)},
-		{"VIDIOC_S_FMT", vidiocSFmt, pickReq(0xc0cc5605, 0xc0d05605)},
+		{"VIDIOC_G_FMT", vidiocGFmt, pick[uint](0xc0cc5604, 0xc0d05604)},
+		{"VIDIOC_S_FMT", vidiocSFmt, pick[uint](0xc0cc5605, 0xc0d05605)},
 		{"VIDIOC_REQBUFS", vidiocReqBufs, 0xc0145608},
-		{"VIDIOC_QUERYBUF", vidiocQueryBuf, pickReq(0xc0445609, 0xc0585609)},
-		{"VIDIOC_QBUF", vidiocQBuf, pickReq(0xc044560f, 0xc058560f)},
-		{"VIDIOC_DQBUF", vidiocDQBuf, pickReq(0xc0445611, 0xc0585611)},
+		{"VIDIOC_QUERYBUF", vidiocQueryBuf, pick[uint](0xc0445609, 0xc0585609)},
+		{"VIDIOC_QBUF", vidiocQBuf, pick[uint](0xc044560f, 0xc058560f)},
+		{"VIDIOC_DQBUF", vidiocDQBuf, pick[uint](0xc0445611, 0xc0585611)},
 		{"VIDIOC_STREAMON", vidiocStreamOn, 0x40045612},
 		{"VIDIOC_STREAMOFF", vidiocStreamOff, 0x40045613},
 		{"VIDIOC_S_PARM", vidiocSParm, 0xc0cc5616},
@@ -81,6 +67,15 @@ func TestLayout(t *testing.T) {
 			t.Errorf("%s = %#x, want %#x", c.name, c.got, c.want)
 		}
 	}
+}
+
+// pick is the value for 32-bit ARM or for the 64-bit machines, on the
+// machine the test runs on.
+func pick[T any](arm, b64 T) T {
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		return b64
+	}
+	return arm
 }
 
 // TestPixFormat checks where the single- and multi-planar formats keep

@@ -181,27 +181,27 @@ func TestReader(t *testing.T) {
 	if _, err := r.Next(short, buf); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("no new frame: %v, want the deadline", err)
 	}
-	// A frame bigger than the object: an error, no read past it.
-	sink(t, dir, "big", headerBytes(native, 8, 1000, 4, 4, yuyv, 8, true, 0), nil, native.data+64)
-	rb, err := Open("big", Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rb.Close()
-	if _, err := rb.Next(ctx, nil); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("a 1000-byte frame in 64 bytes: %v, want ErrCorrupt", err)
-	}
-	// Another version.
-	h := headerBytes(native, 9, 4, 4, 4, yuyv, 8, true, 0)
-	binary.LittleEndian.PutUint32(h[8:], 3)
-	sink(t, dir, "v3", h, nil, native.data+64)
-	rv, err := Open("v3", Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rv.Close()
-	if _, err := rv.Next(ctx, nil); !errors.Is(err, ErrVersion) {
-		t.Errorf("version 3: %v, want ErrVersion", err)
+	// A frame bigger than the object: an error, no read past it; another
+	// version.
+	v3 := headerBytes(native, 9, 4, 4, 4, yuyv, 8, true, 0)
+	binary.LittleEndian.PutUint32(v3[8:], 3)
+	for _, c := range []struct {
+		name string
+		hdr  []byte
+		want error
+	}{
+		{"a 1000-byte frame in 64 bytes", headerBytes(native, 8, 1000, 4, 4, yuyv, 8, true, 0), ErrCorrupt},
+		{"version 3", v3, ErrVersion},
+	} {
+		sink(t, dir, "bad", c.hdr, nil, native.data+64)
+		rb, err := Open("bad", Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rb.Next(ctx, nil); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		rb.Close()
 	}
 	// Close ends a waiting Next.
 	go func() { time.Sleep(20 * time.Millisecond); r.Close() }()
