@@ -171,8 +171,11 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Dir() string { return m.st.dir }
 
 // Run refreshes the state every interval, and at once after an
-// operation, until ctx ends, and calls publish with each state that
-// differs from the last.
+// operation, until ctx ends, and calls publish with its first state and
+// then with each state that differs from the last. The first is
+// published too: Run may start after an upload or an operation began,
+// and a state it never compared with anything would otherwise never go
+// out until it changed again.
 func (m *Manager) Run(ctx context.Context, interval time.Duration, publish func(State)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -181,7 +184,7 @@ func (m *Manager) Run(ctx context.Context, interval time.Duration, publish func(
 		m.refresh()
 		st := m.State()
 		b, _ := json.Marshal(st)
-		if prev != nil && !bytes.Equal(prev, b) {
+		if !bytes.Equal(prev, b) {
 			publish(st)
 		}
 		prev = b
