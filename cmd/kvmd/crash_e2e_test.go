@@ -408,7 +408,8 @@ func (m *killModel) nextOp(rnd *rand.Rand) killOp {
 // TestKillLoop kills the daemon with SIGKILL at random points of its
 // writes to the users, roles and tokens files through the API (users
 // added and removed, roles and passwords set, tokens made and revoked),
-// at least 100 times while a write was in flight, and after each kill
+// at least 100 times while a write was in flight (5 of them, at least, inside
+// a change of the files: FILE.pending left), and after each kill
 // starts it again on the files left behind and checks them: every file
 // parses whole, no user holds a role that neither the state before the
 // write nor after it gave, no token revoked or of a removed user lets
@@ -439,12 +440,21 @@ func TestKillLoop(t *testing.T) {
 	m := &killModel{roles: map[string]string{"admin": "admin"}, live: map[string]killToken{}, dead: map[string]string{}}
 	var pending *killOp
 	est := map[string]time.Duration{} // how long each kind of write took when not killed
-	const wantKills = 100
+	// At least wantKills kills in flight, and wantInside of them inside a
+	// change of the files: FILE.pending found at the restart (written
+	// before the first file, removed after the last). About one kill in
+	// ten lands there; a loop whose kills never do shows nothing of the
+	// files' order.
+	const wantKills, wantInside = 100, 5
 	kills, writes := 0, 0
+	inside := 0
 	start := time.Now()
-	for kills < wantKills {
-		if writes > 4*wantKills {
+	for kills < wantKills || inside < wantInside {
+		if writes > 4*max(kills, wantKills) {
 			t.Fatalf("only %d of %d writes were killed in flight", kills, writes)
+		}
+		if kills >= 5*wantKills {
+			t.Fatalf("%d kills in flight, only %d of them inside a change of the files (%s left)", kills, inside, auth.PendingPath(users))
 		}
 		d, base := f.serve(t)
 		m.check(t, f, base, pending, false)
@@ -486,6 +496,11 @@ func TestKillLoop(t *testing.T) {
 		}
 		<-d.done
 		d.done <- nil
+		if r.status == 0 {
+			if _, err := os.Stat(auth.PendingPath(users)); err == nil {
+				inside++
+			}
+		}
 		if r.status == 200 {
 			m.apply(op, r.body)
 			pending = nil
@@ -496,7 +511,7 @@ func TestKillLoop(t *testing.T) {
 	d, base := f.serve(t)
 	m.check(t, f, base, pending, true)
 	d.stop(t)
-	t.Logf("%d writes, %d killed in flight, in %s", writes, kills, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d writes, %d killed in flight, %d of them inside a change of the files (FILE.pending left), in %s", writes, kills, inside, time.Since(start).Round(time.Millisecond))
 }
 
 // doBody sends a request as admin and returns the status (0: no answer,
