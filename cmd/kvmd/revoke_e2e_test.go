@@ -25,8 +25,13 @@ import (
 
 // revokeBudget is how soon after its revocation or deadline an identity's
 // open requests must end, with no other request to the daemon (README):
-// the median of the rounds must be under it.
-const revokeBudget = 200 * time.Millisecond
+// the median of the rounds must be under it. Every round, the worst
+// included, must be under revokeWorst: 20 rounds' worst was 41 ms, and the
+// rest is room for a loaded CI machine's scheduler.
+const (
+	revokeBudget = 200 * time.Millisecond
+	revokeWorst  = 500 * time.Millisecond
+)
 
 // streams are an open GET /api/ws and GET /api/log?follow=1 of one
 // identity, and when each ended, as the client saw it.
@@ -226,13 +231,27 @@ func (l latencies) report(t *testing.T) {
 	for _, k := range slices.Sorted(maps.Keys(l)) {
 		med, most := medianMax(l[k])
 		t.Logf("%-40s median %8s  max %8s  (n=%d)", k, med.Round(10*time.Microsecond), most.Round(10*time.Microsecond), len(l[k]))
-		// The median is held to the budget; one slow round on a busy
-		// machine (the scheduler's, not the daemon's) is reported, and a
-		// stream still open after a second fails in ended.
+	}
+	for _, p := range l.overBudget() {
+		t.Error(p)
+	}
+}
+
+// overBudget says which ways ended too late: a median over revokeBudget,
+// or any round over revokeWorst (a stream still open after a second
+// fails in ended).
+func (l latencies) overBudget() []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		med, most := medianMax(l[k])
 		if med > revokeBudget {
-			t.Errorf("%s: the median ended %s after, more than %s", k, med, revokeBudget)
+			out = append(out, fmt.Sprintf("%s: the median ended %s after, more than %s", k, med, revokeBudget))
+		}
+		if most > revokeWorst {
+			out = append(out, fmt.Sprintf("%s: the worst round ended %s after, more than %s", k, most, revokeWorst))
 		}
 	}
+	return out
 }
 
 // The ways an identity ends, as TestRevocationEndsStreams names them, and
@@ -268,7 +287,7 @@ func (l latencies) markdown(rounds int, now time.Time) string {
 	w("(`make bench` keeps this section as it is) on %s, %s, %d rounds of each way, %s: the", runtime.GOOS+"/"+runtime.GOARCH, now.UTC().Format("2006-01-02 15:04 UTC"), rounds, loadAvg())
 	w("daemon in its own process, a viewer's `GET /api/ws` and `GET /api/log?follow=1` open, timed from the")
 	w("revocation (or the deadline) until the client sees each end. The target is 0.2 s; `make test`")
-	w("runs 3 rounds and holds the medians to it.")
+	w("runs 3 rounds and holds the medians to it, and every round to 0.5 s.")
 	w("")
 	w("| how the identity ended | WebSocket, median / max | log follow, median / max |")
 	w("|---|---:|---:|")
@@ -402,6 +421,32 @@ func TestRevocationEndsStreams(t *testing.T) {
 	})
 	lat.report(t)
 	writeRevokeBench(t, lat, rounds)
+}
+
+// TestRevokeBudget: a median over the budget fails, and so does one round
+// over revokeWorst when the median is well within the budget.
+func TestRevokeBudget(t *testing.T) {
+	ms := func(n ...int) []time.Duration {
+		var out []time.Duration
+		for _, v := range n {
+			out = append(out, time.Duration(v)*time.Millisecond)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		l    latencies
+		want int
+	}{
+		{"within", latencies{"a": ms(5, 10, 490)}, 0},
+		{"median", latencies{"a": ms(5, 210, 300)}, 1},
+		{"one slow round", latencies{"a": ms(5, 10, 700)}, 1},
+		{"both", latencies{"a": ms(5, 250, 900), "b": ms(1, 2, 3)}, 2},
+	} {
+		if got := tc.l.overBudget(); len(got) != tc.want {
+			t.Errorf("%s: %q, want %d problems", tc.name, got, tc.want)
+		}
+	}
 }
 
 // TestRevokeMarkdown: every way the test measures has its row in
