@@ -22,6 +22,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"kvmd/internal/colorbars"
 	"kvmd/internal/testutil"
 )
 
@@ -181,18 +182,26 @@ func (s *system) holdStream(t *testing.T) func() {
 	}
 }
 
-// snapshot GETs path with hdr and returns the JPEG's size.
-func (s *system) snapshot(t *testing.T, path string, hdr map[string]string) (int, int) {
+// snapshot GETs path with hdr, decodes the JPEG whole (its header alone,
+// all jpeg.DecodeConfig reads, is no picture) and returns its size. With
+// bars it also holds the picture to vivid's colour bars, as the console
+// check holds the browser's (at 0.6 of its height, below vivid's text).
+func (s *system) snapshot(t *testing.T, path string, hdr map[string]string, bars bool) (int, int) {
 	t.Helper()
 	st, body, err := s.c.do("GET", path, hdr, nil)
 	if err != nil || st != 200 {
 		t.Fatalf("GET %s: %d %v %.300s", path, st, err, body)
 	}
-	cfg, err := jpeg.DecodeConfig(bytes.NewReader(body))
+	img, err := jpeg.Decode(bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("GET %s: not a JPEG (%v): %.100q", path, err, body)
 	}
-	return cfg.Width, cfg.Height
+	if bars {
+		if got, err := colorbars.CheckWhole(img, 0.6); err != nil {
+			t.Errorf("GET %s: the snapshot does not show vivid's colour bars: %v (colours %v)", path, err, got)
+		}
+	}
+	return img.Bounds().Dx(), img.Bounds().Dy()
 }
 
 func median(v []float64) float64 {
@@ -205,10 +214,11 @@ func median(v []float64) float64 {
 }
 
 // testStreamer: ustreamer from Debian on vivid, run by the daemon. A
-// stream request starts it; the snapshot is a JPEG of vivid's resolution;
-// the stream comes through the daemon at the rate a client gets from
-// ustreamer directly, beside a client that stopped reading; set_params
-// changes what applied says and what the stream delivers; a kill -9 is
+// stream request starts it; the snapshot is a JPEG of vivid's resolution
+// showing its colour bars, pixel by pixel; the stream comes through the
+// daemon at the rate a client gets from ustreamer directly, beside a
+// client that stopped reading; set_params changes what applied says and
+// what the stream delivers; a kill -9 is
 // followed by a new ustreamer; vivid without a signal shows in
 // /api/streamer and on the console; the console in Chromium shows vivid's
 // colour bars; Home Assistant's pikvm and kvm-pilot get their snapshots;
@@ -278,7 +288,7 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 		t.Fatalf("hw.video %+v: want vivid with a signal", v)
 	}
 	f.width, f.height = v.Resolution.Width, v.Resolution.Height
-	if w, h := s.snapshot(t, "/api/streamer/snapshot", s.creds(t)); w != f.width || h != f.height {
+	if w, h := s.snapshot(t, "/api/streamer/snapshot", s.creds(t), true); w != f.width || h != f.height {
 		t.Errorf("the snapshot is %dx%d, vivid's signal %dx%d", w, h, f.width, f.height)
 	}
 	st := s.waitState(t, "the streamer's state", 30*time.Second, func(st streamerState) bool { return st.Streamer != nil })
@@ -384,7 +394,7 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 	}) {
 		t.Fatalf("after kill -9 of %s: ustreamers %v", old[0], now)
 	}
-	s.snapshot(t, "/api/streamer/snapshot", s.creds(t))
+	s.snapshot(t, "/api/streamer/snapshot", s.creds(t), true)
 	f.restart = time.Since(killed)
 	t.Logf("kill -9 to a new ustreamer's snapshot: %v", f.restart.Round(100*time.Millisecond))
 	if log := sh.must(t, "journalctl -b -o cat -u kvmd.service | grep 'streamer exited' | tail -1"); !strings.Contains(log, "pid="+old[0]) {
@@ -401,7 +411,7 @@ func (s *system) testStreamer(t *testing.T, fig *figures) {
 	if st, _, _ := s.c.do("GET", "/api/streamer/snapshot", s.creds(t), nil); st != 503 {
 		t.Errorf("a snapshot without a signal: %d, want 503", st)
 	}
-	s.snapshot(t, "/api/streamer/snapshot?allow_offline=1", s.creds(t))
+	s.snapshot(t, "/api/streamer/snapshot?allow_offline=1", s.creds(t), false)
 	wc := s.webcheck(t, "console", "-url", s.c.base, "-passwd", s.passwd, "-overlay", "No signal",
 		"-out", s.shotPath("console-no-signal.png"))
 	t.Logf("the console without a signal: %v", wc)
@@ -538,7 +548,7 @@ func (s *system) thirdPartySnapshots(t *testing.T) {
 		t.Fatalf("Home Assistant's WebSocket: %v", err)
 	}
 	time.Sleep(time.Second)
-	w, h := s.snapshot(t, "/api/streamer/snapshot?allow_offline=1", s.creds(t))
+	w, h := s.snapshot(t, "/api/streamer/snapshot?allow_offline=1", s.creds(t), true)
 	c.Close(websocket.StatusNormalClosure, "")
 	t.Logf("Home Assistant pikvm's snapshot: a %dx%d JPEG", w, h)
 

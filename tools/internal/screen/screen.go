@@ -1,28 +1,21 @@
 // Package screen checks what a browser drew of the host's screen: that a
 // screenshot shows a known test picture where the picture is, not a blank
-// or a placeholder.
+// or a placeholder. The check itself is kvmd/internal/colorbars', which
+// the booted test also holds ustreamer's snapshots to.
 package screen
 
 import (
 	"bytes"
-	"fmt"
-	"image"
 	"image/png"
+
+	"kvmd/internal/colorbars"
 )
 
-// Bars75 are the eight bars of the ITU-R 75 % colour-bar sequence, left to
-// right: vivid's default test pattern (drivers/media/common/v4l2-tpg/
-// v4l2-tpg-core.c, tpg_get_color: 75 % white, yellow, cyan, green,
-// magenta, red, blue, then 100 % black), which the demo's picture copies.
-var Bars75 = [][3]int{
-	{191, 191, 191}, {191, 191, 0}, {0, 191, 191}, {0, 191, 0},
-	{191, 0, 191}, {191, 0, 0}, {0, 0, 191}, {0, 0, 0},
-}
+// Bars75 are vivid's 75 % colour bars, left to right (colorbars.Bars75).
+var Bars75 = colorbars.Bars75
 
-// Tolerance is how far a channel may be from the bar's: what a YUV 4:2:2
-// capture, a JPEG at quality 80, the browser's scaling and a studio-range
-// conversion move a flat colour.
-const Tolerance = 40
+// Tolerance is how far a channel may be from the bar's (colorbars.Tolerance).
+const Tolerance = colorbars.Tolerance
 
 // CheckBars decodes a PNG screenshot and checks that the picture drawn in
 // rect (x, y, width, height, in the screenshot's pixels) has the bars
@@ -33,37 +26,5 @@ func CheckBars(pngData []byte, rect [4]float64, frac float64) ([][3]int, error) 
 	if err != nil {
 		return nil, err
 	}
-	return checkBars(img, rect, frac)
-}
-
-func checkBars(img image.Image, rect [4]float64, frac float64) ([][3]int, error) {
-	x0, y0, w, h := rect[0], rect[1], rect[2], rect[3]
-	var got [][3]int
-	var bad []string
-	for i, want := range Bars75 {
-		// The middle of the bar, a few pixels averaged.
-		px := int(x0 + w*(float64(i)+0.5)/float64(len(Bars75)))
-		py := int(y0 + h*frac)
-		var sum [3]int
-		n := 0
-		for dx := -2; dx <= 2; dx++ {
-			for dy := -2; dy <= 2; dy++ {
-				r, g, b, _ := img.At(px+dx, py+dy).RGBA()
-				sum[0], sum[1], sum[2] = sum[0]+int(r>>8), sum[1]+int(g>>8), sum[2]+int(b>>8)
-				n++
-			}
-		}
-		c := [3]int{sum[0] / n, sum[1] / n, sum[2] / n}
-		got = append(got, c)
-		for k := range 3 {
-			if d := c[k] - want[k]; d > Tolerance || d < -Tolerance {
-				bad = append(bad, fmt.Sprintf("bar %d at (%d, %d) is %v, want about %v", i, px, py, c, want))
-				break
-			}
-		}
-	}
-	if len(bad) > 0 {
-		return got, fmt.Errorf("not the 75 %% colour bars: %v", bad)
-	}
-	return got, nil
+	return colorbars.Check(img, rect, frac)
 }
