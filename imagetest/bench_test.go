@@ -103,7 +103,7 @@ func (f *figures) markdown(now time.Time) string {
 	w("| measure | value |")
 	w("|---|---:|")
 	w("| power-on (qemu started) to kvmd answering HTTPS on the forwarded port (the first request starts it through kvmd.socket) | %.1f s |", f.bootToAnswer.Seconds())
-	w("| `systemctl reboot` to kvmd answering again | %.1f s |", f.rebootToAnswer.Seconds())
+	w("| a power cut (`sysrq b`, right after an upload) to kvmd answering again | %.1f s |", f.rebootToAnswer.Seconds())
 	w("| the guest's `systemd-analyze time` | %s |", f.guestStartup)
 	w("| kvmd's start, exec to `READY=1` (systemd's timestamps) | %d ms |", f.daemonStart.Milliseconds())
 	w("| kvmd VmRSS, idle after the first boot | %s |", mib(f.rssIdle))

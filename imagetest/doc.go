@@ -5,8 +5,9 @@
 // /api/log from the live system journal, the web UI's edits of the users
 // and tokens files, virtual media read back by the host side of the USB
 // gadget, the hardware H.264 encoder's V4L2 path on the kernel's vicodec
-// (built by vicodec.sh from Debian's kernel source), a reboot, an upgrade, a clean stop (and, with
-// KVMD_IMAGETEST_POWERCUT=1, a power cut right after an upload). rootfs.sh builds
+// (built by vicodec.sh from Debian's kernel source), a power cut right
+// after an upload and the credentials' changes, an upgrade, a clean stop
+// and power-off. rootfs.sh builds
 // (and caches) the system with mmdebstrap; the test installs this
 // checkout's package into it with apt and boots it in qemu-system-aarch64.
 // It holds no code, only tests: the booted system runs

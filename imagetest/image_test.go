@@ -135,7 +135,6 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("hid outputs", sys.testHIDOutputs)
 	t.Run("firmware", sys.testFirmware)
 	t.Run("msd", func(t *testing.T) { sys.testMSD(t, &fig) })
-	t.Run("msd power cut", sys.testMSDPowerCut)
 	t.Run("log", sys.testLog)
 	t.Run("web edits", sys.testWebEdits)
 	t.Run("credentials", sys.testCredentials)
