@@ -151,26 +151,48 @@ func TestServeDiagnostics(t *testing.T) {
 	if code := get(t, client, url, nil); code != 401 {
 		t.Errorf("without credentials: %d, want 401", code)
 	}
-	req, _ := http.NewRequest("GET", url, nil)
-	req.SetBasicAuth("admin", "Serve-Diag-Passw0rd")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), `attachment; filename=kvmd-diag-raspberrypi-`) {
-		t.Fatalf("%d %q: %.300s", resp.StatusCode, resp.Header.Get("Content-Disposition"), body)
-	}
-	zr, err := zip.NewReader(bytes.NewReader(body), int64(len(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The bundle's files, all in one. Its probes run at once, each cut
+	// at diag.DefaultProbeTimeout (2 s): on a loaded machine the journal's
+	// journalctl may take longer, and the bundle then says so in the
+	// journal's file instead of holding the line. That is the daemon
+	// working as meant, not the redaction this test is about: such a
+	// bundle is asked for again, up to three times.
 	var all strings.Builder
-	for _, f := range zr.File {
-		rc, _ := f.Open()
-		io.Copy(&all, rc)
-		rc.Close()
+	for attempt := 1; ; attempt++ {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.SetBasicAuth("admin", "Serve-Diag-Passw0rd")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), `attachment; filename=kvmd-diag-raspberrypi-`) {
+			t.Fatalf("%d %q: %.300s", resp.StatusCode, resp.Header.Get("Content-Disposition"), body)
+		}
+		zr, err := zip.NewReader(bytes.NewReader(body), int64(len(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Reset()
+		cut := ""
+		for _, f := range zr.File {
+			rc, _ := f.Open()
+			var b strings.Builder
+			io.Copy(&b, rc)
+			rc.Close()
+			all.WriteString(b.String())
+			if f.Name == "journal/this-boot.txt" && strings.Contains(b.String(), "cut at its") {
+				cut = b.String()
+			}
+		}
+		if cut == "" {
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("the journal's probe was cut at its timeout in %d bundles:\n%s", attempt, cut[max(0, len(cut)-500):])
+		}
+		t.Logf("bundle %d: the journal's probe was cut at its timeout (a loaded machine); asking again", attempt)
 	}
 	if !strings.Contains(all.String(), "3 failed logins in the last hour") {
 		t.Errorf("the summary does not count the daemon's failed logins:\n%.2000s", all.String())
