@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"kvmd/auth"
+	"kvmd/internal/testutil"
 )
 
 // fbDirs is a device's tree for firstboot in a temporary directory.
@@ -233,11 +234,8 @@ func TestFresh(t *testing.T) {
 	t.Run("agetty shows it", func(t *testing.T) {
 		// agetty renders the issue.d directory, escapes expanded, to a
 		// terminal: script(1) gives it one.
-		for _, tool := range []string{"agetty", "script"} {
-			if _, err := exec.LookPath(tool); err != nil {
-				t.Skipf("no %s: %v", tool, err)
-			}
-		}
+		testutil.NeedTool(t, "util-linux", "agetty")
+		testutil.NeedTool(t, "bsdutils", "script")
 		out, err := exec.Command("script", "-qec", "agetty --show-issue --issue-file "+filepath.Dir(d.issue), "/dev/null").CombinedOutput()
 		if err != nil {
 			t.Fatalf("agetty: %v\n%s", err, out)

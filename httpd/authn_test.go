@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/user"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,18 +84,37 @@ func TestAuthRows(t *testing.T) {
 	}
 }
 
-func TestPeerCredentials(t *testing.T) {
+// trustedPeer returns a peer policy that trusts this test process over
+// the unix socket, and the name it trusts it as: root, as every policy
+// does, or, run by another user, a policy of that user's primary group
+// (--unix-group), so that the peer-credential tests run either way.
+func trustedPeer(t *testing.T) (func(uid, gid uint32) (string, bool), string) {
+	t.Helper()
+	group := ""
 	if os.Geteuid() != 0 {
-		t.Skip("the peer-credential rows need the test to run as root")
+		g, err := user.LookupGroupId(strconv.Itoa(os.Getegid()))
+		if err != nil {
+			t.Fatalf("this process's group: %v", err)
+		}
+		group = g.Name
 	}
-	policy, err := PeerPolicy("")
+	policy, err := PeerPolicy(group)
 	if err != nil {
 		t.Fatal(err)
 	}
+	u, err := user.LookupId(strconv.Itoa(os.Geteuid()))
+	if err != nil {
+		t.Fatalf("this process's user: %v", err)
+	}
+	return policy, u.Username
+}
+
+func TestPeerCredentials(t *testing.T) {
+	policy, name := trustedPeer(t)
 	e := newEnv(t, envOpts{peer: policy})
 	// Not on /api/auth/check, which never takes them (kvmd_compat_test.go).
 	if r := e.reqUnix("POST", "/api/auth/logout", nil, ""); r.status != 200 {
-		t.Errorf("root over the unix socket: %d %s, want 200", r.status, r.body)
+		t.Errorf("%s over the unix socket: %d %s, want 200", name, r.status, r.body)
 	}
 	// A request forwarded by a local reverse proxy is not the proxy's own.
 	if r := e.reqUnix("POST", "/api/auth/logout", map[string]string{"X-Real-IP": "192.0.2.7"}, ""); r.status != 401 {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -190,13 +189,7 @@ func TestMetricsCounters(t *testing.T) {
 }
 
 func TestMetricsPeer(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs the test to run as root")
-	}
-	policy, err := PeerPolicy("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	policy, name := trustedPeer(t)
 	e := newEnv(t, envOpts{metrics: true, peer: policy})
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", e.sock)
@@ -204,6 +197,6 @@ func TestMetricsPeer(t *testing.T) {
 	e.scrape(tr, "http://kvmd", metricsPath, nil)
 	st, _, body := e.scrape(tr, "http://kvmd", metricsPath, nil)
 	if st != 200 || metric(t, body, attempts("peer", "ok")) != 2 {
-		t.Errorf("root over the unix socket: %d, %s = %v, want 200 and 2", st, attempts("peer", "ok"), metric(t, body, attempts("peer", "ok")))
+		t.Errorf("%s over the unix socket: %d, %s = %v, want 200 and 2", name, st, attempts("peer", "ok"), metric(t, body, attempts("peer", "ok")))
 	}
 }

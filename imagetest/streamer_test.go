@@ -573,12 +573,13 @@ func (s *system) thirdPartySnapshots(t *testing.T) {
 // Chromium that its KVM page shows vivid's stream. PiKVM's files are
 // taken at test time, never kept in this repository.
 func (s *system) pikvmPage(t *testing.T) {
-	repo := os.Getenv("KVMD_PIKVM_REPO")
-	if repo == "" {
-		repo = "/work/.mirror/pikvm+kvmd/repo"
-	}
-	if _, err := os.Stat(repo); err != nil {
-		t.Logf("PiKVM's page not checked: no mirror of github.com/pikvm/kvmd at %s (KVMD_PIKVM_REPO)", repo)
+	repo, err := testutil.FindPiKVMRepo()
+	if err != nil {
+		if testutil.Required() {
+			t.Errorf("PiKVM's page: %v; failing because %s is set", err, testutil.RequireEnv)
+		} else {
+			t.Logf("PiKVM's page not checked: %v", err)
+		}
 		return
 	}
 	nginx := "/usr/sbin/nginx"

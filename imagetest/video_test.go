@@ -137,14 +137,6 @@ func (s *system) testVideo(t *testing.T, fig *figures) {
 		return strings.TrimSpace(m[1])
 	}
 	driver := field("Driver name")
-	// The daemon shows vivid as the capture, and its streamer's state
-	// carries the capture, with the streamer's work (issue 27): until it
-	// is in the tree there is nothing here to check against.
-	var probe map[string]json.RawMessage
-	s.getJSON(t, "/api/streamer", &probe)
-	if _, ok := probe["capture"]; !ok && s.hwVideo(t) == nil {
-		t.Skip("this tree's daemon neither shows vivid in hw.video nor has the streamer's capture state (issue 27)")
-	}
 	name := strings.TrimSpace(sh.must(t, "cat /sys/class/video4linux/video0/name"))
 	media := sh.must(t, "media-ctl -d /dev/media0 -p")
 	if !strings.Contains(media, "entity 1: "+name) && !strings.Contains(media, ": "+name+" (") {

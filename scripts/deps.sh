@@ -105,6 +105,9 @@ if [ "$mode" != install ]; then
 		if ! command -v aarch64-linux-gnu-gcc-12 >/dev/null 2>&1; then
 			if [ "$machine" = aarch64 ]; then need="$need gcc-12"; else need="$need gcc-aarch64-linux-gnu"; fi
 		fi
+		# zbarimg scans the terminal's picture of the 2FA QR code
+		# (cmd/kvmd/totp_test.go).
+		command -v zbarimg >/dev/null 2>&1 || need="$need zbar-tools"
 		if [ "$machine" != aarch64 ]; then
 			[ -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || need="$need qemu-user-static"
 			command -v update-binfmts >/dev/null 2>&1 || need="$need binfmt-support"

@@ -84,8 +84,8 @@ func (u *usbID) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-func otgFlags(fset *flag.FlagSet, c *otgConfig, configPath *string) {
-	fset.StringVar(configPath, "config", defaultOTGConfig, "read settings from this YAML `file` (keys are the flag names; flags win); the default need not exist")
+func otgFlags(fset *flag.FlagSet, c *otgConfig, configPath *string, defaultPath string) {
+	fset.StringVar(configPath, "config", defaultPath, "read settings from this YAML `file` (keys are the flag names; flags win); the default need not exist")
 	fset.StringVar(&c.UDC, "udc", c.UDC, "USB device controller `name` to bind to, from /sys/class/udc (default: the only one)")
 	fset.DurationVar(&c.UDCWait, "udc-wait", c.UDCWait, "wait this long for a USB device controller to appear (start)")
 	fset.StringVar(&c.User, "user", c.User, "`user` who alone may use the keyboard's and mouse's /dev/hidg* and set the drive's medium (root: nobody else)")
@@ -109,7 +109,7 @@ func otgCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	c, err := parseOTG(fset, args[1:])
+	c, err := parseOTG(fset, args[1:], defaultOTGConfig)
 	if err != nil {
 		return err
 	}
@@ -159,11 +159,13 @@ func printNotes(w io.Writer, r otg.Result) {
 }
 
 // parseOTG reads the flags, then the settings file, then the flags again
-// on top of it, as parseServe does.
-func parseOTG(fset *flag.FlagSet, args []string) (otgConfig, error) {
+// on top of it, as parseServe does. defaultPath is the settings file
+// without --config (defaultOTGConfig; the tests' own), which need not
+// exist.
+func parseOTG(fset *flag.FlagSet, args []string, defaultPath string) (otgConfig, error) {
 	c := defaultOTG()
 	var path string
-	otgFlags(fset, &c, &path)
+	otgFlags(fset, &c, &path, defaultPath)
 	if err := fset.Parse(args); err != nil {
 		return c, err
 	}
@@ -173,7 +175,7 @@ func parseOTG(fset *flag.FlagSet, args []string) (otgConfig, error) {
 	c = defaultOTG()
 	data, err := os.ReadFile(path)
 	switch {
-	case errors.Is(err, iofs.ErrNotExist) && path == defaultOTGConfig:
+	case errors.Is(err, iofs.ErrNotExist) && path == defaultPath:
 	case err != nil:
 		return c, fmt.Errorf("otg: %w", err)
 	default:
@@ -185,7 +187,7 @@ func parseOTG(fset *flag.FlagSet, args []string) (otgConfig, error) {
 	}
 	again := flag.NewFlagSet(fset.Name(), flag.ContinueOnError)
 	again.SetOutput(io.Discard)
-	otgFlags(again, &c, &path)
+	otgFlags(again, &c, &path, defaultPath)
 	return c, again.Parse(args)
 }
 

@@ -17,6 +17,8 @@ import (
 	"github.com/boombuler/barcode/qr"
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
+
+	"kvmd/internal/testutil"
 )
 
 func totpRun(args ...string) (stdout string, err error) {
@@ -306,12 +308,9 @@ func TestWriteQR(t *testing.T) {
 		}
 	}
 
-	// Where zbarimg is installed (Debian's zbar-tools), scan a picture of
-	// what a terminal would show.
-	zbar, err := exec.LookPath("zbarimg")
-	if err != nil {
-		t.Skip("zbarimg not installed: the picture of the code is not scanned")
-	}
+	// A picture of what a terminal would show, scanned by zbarimg (Debian's
+	// zbar-tools, from make deps).
+	zbar := testutil.NeedTool(t, "zbar-tools", "zbarimg")
 	const px = 6
 	img := image.NewGray(image.Rect(0, 0, n*px, n*px))
 	for y := range n {

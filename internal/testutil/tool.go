@@ -79,3 +79,37 @@ func FindTool(names ...string) (string, error) {
 	}
 	return "", fmt.Errorf("%s not installed", strings.Join(names, " or "))
 }
+
+// PiKVMRepoEnv names the variable that holds the path of a git mirror of
+// github.com/pikvm/kvmd, whose web pages the tests of PiKVM's own pages
+// serve (they are never kept in this repository). Without it the mirror is
+// looked for at DefaultPiKVMRepo, where this workplace's fetch tool puts
+// it.
+const (
+	PiKVMRepoEnv     = "KVMD_PIKVM_REPO"
+	DefaultPiKVMRepo = "/work/.mirror/pikvm+kvmd/repo"
+)
+
+// FindPiKVMRepo returns the mirror of PiKVM's repository (PiKVMRepoEnv),
+// or an error saying where none was found.
+func FindPiKVMRepo() (string, error) {
+	repo := os.Getenv(PiKVMRepoEnv)
+	if repo == "" {
+		repo = DefaultPiKVMRepo
+	}
+	if _, err := os.Stat(repo); err != nil {
+		return "", fmt.Errorf("no mirror of github.com/pikvm/kvmd at %s (set %s to a clone or bare mirror)", repo, PiKVMRepoEnv)
+	}
+	return repo, nil
+}
+
+// NeedPiKVMRepo returns the mirror of PiKVM's repository, or ends t
+// through Missing: a skip, or a failure under RequireEnv.
+func NeedPiKVMRepo(t testing.TB) string {
+	t.Helper()
+	repo, err := FindPiKVMRepo()
+	if err != nil {
+		Missing(t, err.Error())
+	}
+	return repo
+}

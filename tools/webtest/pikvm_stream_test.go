@@ -22,21 +22,6 @@ import (
 	"kvmd/tools/internal/screen"
 )
 
-// pikvmRepo is a git mirror of github.com/pikvm/kvmd whose web/ files the
-// test serves (KVMD_PIKVM_REPO): PiKVM's pages are never kept in this
-// repository.
-func pikvmRepo(t *testing.T) string {
-	t.Helper()
-	repo := os.Getenv("KVMD_PIKVM_REPO")
-	if repo == "" {
-		repo = "/work/.mirror/pikvm+kvmd/repo"
-	}
-	if _, err := os.Stat(repo); err != nil {
-		t.Skipf("no mirror of github.com/pikvm/kvmd at %s (set KVMD_PIKVM_REPO to a clone or bare mirror)", repo)
-	}
-	return repo
-}
-
 // TestPiKVMPage serves PiKVM's own KVM page (its web/ files, from a mirror
 // of its repository) from nginx in front of the demo daemon, as PiKVM's
 // layout has it and as the manual's proxy page shows: /kvm/ and /share/
@@ -45,7 +30,7 @@ func pikvmRepo(t *testing.T) string {
 // found again by the stream_client cookie in the streamer state's
 // clients_stat) shows the demo's colour bars.
 func TestPiKVMPage(t *testing.T) {
-	repo := pikvmRepo(t)
+	repo := testutil.NeedPiKVMRepo(t)
 	nginx := testutil.NeedTool(t, "nginx", "/usr/sbin/nginx")
 	dir := t.TempDir()
 	web := filepath.Join(dir, "web")

@@ -442,13 +442,7 @@ func TestPiKVMNginx(t *testing.T) {
 // opened) and the host name from the info event (web/share/js/kvm/info.js:
 // #kvmd-node-host and the title).
 func pikvmPages(t *testing.T, ctx context.Context, sock, host string) {
-	repo := os.Getenv("KVMD_PIKVM_REPO")
-	if repo == "" {
-		repo = "/work/.mirror/pikvm+kvmd/repo"
-	}
-	if _, err := os.Stat(repo); err != nil {
-		t.Skipf("no mirror of github.com/pikvm/kvmd at %s (KVMD_PIKVM_REPO): PiKVM's own pages not checked, the test's stand-in was", repo)
-	}
+	repo := testutil.NeedPiKVMRepo(t)
 	dir := t.TempDir()
 	web := filepath.Join(dir, "web")
 	if err := os.Mkdir(web, 0o755); err != nil {

@@ -10,15 +10,14 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"kvmd/internal/testutil"
 )
 
 // TestLoadPage loads the bare page in the real Chromium, as the web UI
 // rows do, and a path that redirects, which has to fail.
 func TestLoadPage(t *testing.T) {
-	path, err := findBrowser()
-	if err != nil {
-		t.Skip(err)
-	}
+	path := testutil.NeedTool(t, "chromium", "chromium")
 	mux := http.NewServeMux()
 	mux.Handle("/", baselineHandler(map[string][]byte{"/api/info": []byte(`{"ok":true,"result":{"hw":{"platform":"test"}}}`)}))
 	mux.Handle("/moved", http.RedirectHandler(basePagePath, http.StatusFound))
