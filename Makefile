@@ -77,16 +77,20 @@ test: deps lint unit race smoke fuzz rules test-image
 # not skip, when it is missing: internal/testutil.Required.
 export JOURNALTEST_REQUIRE := 1
 
-# unit leaves the firmware package (ARM builds under qemu) to smoke, and the booted system
-# (imagetest/) to test-image: KVMD_IMAGETEST=0 here, whatever make was given. The tools module
-# (tools/: kvmbench, the Buildroot checker, the browser tests of the web UI) is a module of its
-# own, so that the daemon's go.mod lists only what the appliance needs: its tests run from there.
+# unit leaves the firmware package (ARM builds under qemu) to smoke, the booted system
+# (imagetest/) to test-image (KVMD_IMAGETEST=0 here, whatever make was given), and the packages
+# of RACE_PKGS to race, which runs the same tests under the race detector: each test runs once.
+# The tools module (tools/: kvmbench, the Buildroot checker, the browser tests of the web UI) is
+# a module of its own, so that the daemon's go.mod lists only what the appliance needs: its
+# tests run from there.
+RACE_PKGS := ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/... ./msd/... ./streamer/memsink/
 unit:
-	KVMD_IMAGETEST=0 $(GO) test -count=1 $$($(GO) list ./... | grep -v '/firmware$$')
+	race=$$($(GO) list $(RACE_PKGS)) && \
+		KVMD_IMAGETEST=0 $(GO) test -count=1 $$($(GO) list ./... | grep -v '/firmware$$' | grep -vxF "$$race")
 	cd tools && $(GO) test -count=1 ./...
 
 race:
-	$(GO) test -count=1 -race ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/... ./msd/... ./streamer/memsink/
+	$(GO) test -count=1 -race $(RACE_PKGS)
 
 ## smoke: the ARM builds under qemu-user: the firmware tests (cross builds, reproducibility,
 ## each ARM binary serving on the Raspberry Pi 4 fixture), the hw package's tests as arm64, and
