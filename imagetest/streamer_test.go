@@ -575,8 +575,8 @@ func (s *system) thirdPartySnapshots(t *testing.T) {
 func (s *system) pikvmPage(t *testing.T) {
 	repo, err := testutil.FindPiKVMRepo()
 	if err != nil {
-		if testutil.Required() {
-			t.Errorf("PiKVM's page: %v; failing because %s is set", err, testutil.RequireEnv)
+		if testutil.PiKVMRequired() {
+			t.Errorf("PiKVM's page: %v; failing because %s=1", err, testutil.PiKVMRequireEnv)
 		} else {
 			t.Logf("PiKVM's page not checked: %v", err)
 		}
