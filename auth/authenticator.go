@@ -27,10 +27,12 @@ const (
 	MethodPeer   Method = "peer"
 	MethodLogin  Method = "login"
 	MethodToken  Method = "token"
+	// MethodVNC is a password sent by a VNC client (VeNCrypt's Plain).
+	MethodVNC Method = "vnc"
 )
 
 // Methods lists every Method, in the order they are tried (login aside).
-var Methods = [...]Method{MethodHeader, MethodCookie, MethodToken, MethodBasic, MethodPeer, MethodLogin}
+var Methods = [...]Method{MethodHeader, MethodCookie, MethodToken, MethodBasic, MethodPeer, MethodLogin, MethodVNC}
 
 // Principal is who a session or an API token lets in.
 type Principal struct {

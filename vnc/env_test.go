@@ -1,0 +1,385 @@
+package vnc
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/jpeg"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kvmd/auth"
+	"kvmd/hid"
+	"kvmd/hid/hidtest"
+	"kvmd/hw"
+	"kvmd/internal/testutil"
+	"kvmd/otg"
+)
+
+// The users of the tests, their roles in the roles file.
+var testUsers = map[string]struct {
+	passwd string
+	role   string
+}{
+	"admin":  {"adminpass", "admin"},
+	"oper":   {"operpass", "operator"},
+	"watch":  {"watchpass", "viewer"},
+	"nobody": {"nobodypass", "viewer"}, // given no role by noRole
+}
+
+// testSource is a FrameSource: its picture, sent to every stream when it
+// changes and again every 50 ms, as ustreamer's stream repeats.
+type testSource struct {
+	mu      sync.Mutex
+	jpeg    []byte
+	w, h    int
+	changed chan struct{}
+	open    int // streams open
+}
+
+func newSource(t *testing.T, img image.Image) *testSource {
+	s := &testSource{changed: make(chan struct{})}
+	s.set(t, img)
+	return s
+}
+
+// set makes img the picture.
+func (s *testSource) set(t *testing.T, img image.Image) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.jpeg, s.w, s.h = b.Bytes(), img.Bounds().Dx(), img.Bounds().Dy()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *testSource) current() ([]byte, int, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jpeg, s.w, s.h
+}
+
+func (s *testSource) streams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open
+}
+
+func (s *testSource) Open(ctx context.Context) (Frames, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.open++
+	s.mu.Unlock()
+	return &testFrames{s: s, ctx: ctx, cancel: cancel}, nil
+}
+
+type testFrames struct {
+	s      *testSource
+	ctx    context.Context
+	cancel context.CancelFunc
+	once   sync.Once
+	sent   bool
+}
+
+func (f *testFrames) Next() (Frame, error) {
+	if f.sent {
+		f.s.mu.Lock()
+		ch := f.s.changed
+		f.s.mu.Unlock()
+		select {
+		case <-f.ctx.Done():
+			return Frame{}, f.ctx.Err()
+		case <-ch:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if f.ctx.Err() != nil {
+		return Frame{}, f.ctx.Err()
+	}
+	f.sent = true
+	data, w, h := f.s.current()
+	return Frame{JPEG: slices.Clone(data), Width: w, Height: h}, nil
+}
+
+func (f *testFrames) Close() error {
+	f.once.Do(func() {
+		f.cancel()
+		f.s.mu.Lock()
+		f.s.open--
+		f.s.mu.Unlock()
+	})
+	return nil
+}
+
+// bars draws the ITU 75 % colour bars, w x h.
+func bars(w, h int) *image.RGBA {
+	cols := []color.RGBA{{191, 191, 191, 255}, {191, 191, 0, 255}, {0, 191, 191, 255}, {0, 191, 0, 255},
+		{191, 0, 191, 255}, {191, 0, 0, 255}, {0, 0, 191, 255}, {0, 0, 0, 255}}
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i, c := range cols {
+		draw.Draw(img, image.Rect(i*w/len(cols), 0, (i+1)*w/len(cols), h), image.NewUniform(c), image.Point{}, draw.Src)
+	}
+	return img
+}
+
+// barsDiff is the mean difference per channel between img and bars of
+// its size, over the middle of each bar (JPEG blurs their edges).
+func barsDiff(img image.Image) float64 {
+	r := img.Bounds()
+	want := bars(r.Dx(), r.Dy())
+	var sum, n float64
+	for i := range 8 {
+		x0, x1 := r.Dx()*i/8+r.Dx()/32, r.Dx()*(i+1)/8-r.Dx()/32
+		for y := r.Dy() / 8; y < r.Dy()*7/8; y += 3 {
+			for x := x0; x < x1; x += 3 {
+				a := color.RGBAModel.Convert(img.At(r.Min.X+x, r.Min.Y+y)).(color.RGBA)
+				b := want.RGBAAt(x, y)
+				sum += absf(float64(a.R)-float64(b.R)) + absf(float64(a.G)-float64(b.G)) + absf(float64(a.B)-float64(b.B))
+				n += 3
+			}
+		}
+	}
+	return sum / n
+}
+
+func absf(v float64) float64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// noRole is the daemon's authentication with user nobody given no role,
+// as a backend could give it: no user of the roles file has none.
+type noRole struct{ Sessions }
+
+func (n noRole) Authenticate(ctx context.Context, user, passwd string, addr netip.Addr) (Identity, error) {
+	id, err := n.Sessions.Authenticate(ctx, user, passwd, addr)
+	if user == "nobody" {
+		id.Role = auth.RoleNone
+	}
+	return id, err
+}
+
+// env is a server on a loopback port with the daemon's authentication on
+// a users file, a keyboard and mouse on the stand-in host, and a picture.
+type env struct {
+	t      *testing.T
+	srv    *Server
+	addr   string
+	host   *hidtest.Host
+	src    *testSource
+	a      *auth.Authenticator
+	store  *auth.Store
+	ca     *x509.CertPool
+	caPEM  string // the certificate's file
+	logs   *testutil.SyncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type envOpts struct {
+	maxClients int
+	hold       func(Identity) (func(), error)
+	quality    int
+	handshake  time.Duration
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	dir := t.TempDir()
+	e := &env{t: t, logs: &testutil.SyncBuffer{}, host: hidtest.NewHost(), src: newSource(t, bars(640, 480))}
+	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	// The daemon's authentication, on a users file and a roles file.
+	var users, roles strings.Builder
+	for u, v := range testUsers {
+		h, err := auth.NewHash(v.passwd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&users, "%s:%s\n", u, h)
+		fmt.Fprintf(&roles, "%s:%s\n", u, v.role)
+	}
+	path := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(path, []byte(users.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auth.RolesPath(path), []byte(roles.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := auth.OpenStore(path, auth.StoreConfig{Log: log, Watch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	e.store = store
+	us, err := auth.NewUsers(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.a = auth.New(us, nil, &auth.Sessions{Max: 100, MaxPerUser: 16}, auth.NewLimiter(), log)
+
+	// The keyboard and mouse, on the stand-in host.
+	root := filepath.Join(dir, "root")
+	if err := hidtest.Gadget(root, 7); err != nil {
+		t.Fatal(err)
+	}
+	keys := hid.New(hid.Config{FS: hw.New(root), Open: e.host.Open, Log: log})
+	hctx, stopHID := context.WithCancel(context.Background())
+	hidDone := make(chan struct{})
+	go func() { defer close(hidDone); keys.Run(hctx) }()
+	t.Cleanup(func() { stopHID(); <-hidDone; e.host.Close() })
+
+	cert, caPEM := testCert(t)
+	e.ca = x509.NewCertPool()
+	e.ca.AppendCertsFromPEM(caPEM)
+	e.caPEM = filepath.Join(dir, "ca.pem")
+	os.WriteFile(e.caPEM, caPEM, 0o644)
+	km, err := hid.BuiltinKeymaps().Get("en-us")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert}}, Auth: noRole{Sessions{Auth: e.a}}, Hold: o.hold,
+		Frames: e.src, HID: keys, Keymap: KeymapOf(km), MaxClients: o.maxClients, Log: log,
+		HandshakeTimeout: o.handshake, FirstFrame: 2 * time.Second,
+	}
+	if o.quality > 0 {
+		cfg.StreamQuality = func() int { return o.quality }
+	}
+	e.srv, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.addr = ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel, e.done = cancel, make(chan error, 1)
+	go func() { e.done <- e.srv.Serve(ctx, ln) }()
+	t.Cleanup(e.stop)
+	return e
+}
+
+// stop ends the server and waits for Serve.
+func (e *env) stop() {
+	e.cancel()
+	select {
+	case err := <-e.done:
+		if err != nil {
+			e.t.Errorf("Serve: %v", err)
+		}
+		e.done <- err
+	case <-time.After(5 * time.Second):
+		e.t.Errorf("Serve did not return after its context ended")
+	}
+}
+
+// testCert makes a self-signed certificate for 127.0.0.1 and localhost.
+func testCert(t *testing.T) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, certPEM
+}
+
+// keysTyped reads the keyboard's reports until none comes for quiet and
+// returns what an en-us host types from them: each key newly pressed,
+// with Shift as the report holds it.
+func (e *env) keysTyped(quiet time.Duration) string {
+	km, _ := hid.BuiltinKeymaps().Get("en-us")
+	chars := map[hid.Stroke]rune{}
+	for r := rune(0x20); r < 0x7f; r++ {
+		if s, ok := km.Stroke(r); ok {
+			chars[s] = r
+		}
+	}
+	var out strings.Builder
+	var prev []byte
+	for _, r := range e.host.ReadAll(otg.Keyboard, quiet) {
+		for _, u := range r[2:] {
+			if u == 0 || len(prev) == 8 && slices.Contains(prev[2:], u) {
+				continue
+			}
+			for _, k := range hid.Keys() {
+				if k.Usage != u {
+					continue
+				}
+				if k.Name == "Enter" {
+					out.WriteByte('\n')
+				} else if c, ok := chars[hid.Stroke{Key: k, Shift: r[0]&0x22 != 0, AltGr: r[0]&0x40 != 0}]; ok {
+					out.WriteRune(c)
+				} else {
+					out.WriteString("<" + k.Name + ">")
+				}
+			}
+		}
+		prev = r
+	}
+	return out.String()
+}
+
+// goroutines waits for the count of goroutines to come back to at most
+// want, and fails the test if it does not within 5 s.
+func goroutines(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > want {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, want at most %d:\n%s", runtime.NumGoroutine(), want, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func localAddr() netip.Addr { return netip.MustParseAddr("127.0.0.1") }
