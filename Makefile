@@ -39,7 +39,8 @@ FUZZ_TARGETS := \
 	FuzzParseJSON:./hid/ \
 	FuzzParseBinary:./hid/ \
 	FuzzWSMessage:./httpd/ \
-	FuzzCheckName:./msd/
+	FuzzCheckName:./msd/ \
+	FuzzReadMsg:./vnc/
 
 .PHONY: all build demo deps deps-demo run test unit race smoke fuzz rules lint bench cross deb buildroot-check image-test test-image clean
 all: build

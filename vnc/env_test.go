@@ -368,6 +368,20 @@ func (e *env) keysTyped(quiet time.Duration) string {
 	return out.String()
 }
 
+// settled returns the count of goroutines once it has not changed for
+// 300 ms: the env's own (the HID's device readers start when their nodes
+// open) are all there.
+func settled() int {
+	n := runtime.NumGoroutine()
+	for stable := time.Now(); time.Since(stable) < 300*time.Millisecond; {
+		time.Sleep(20 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m != n {
+			n, stable = m, time.Now()
+		}
+	}
+	return n
+}
+
 // goroutines waits for the count of goroutines to come back to at most
 // want, and fails the test if it does not within 5 s.
 func goroutines(t *testing.T, want int) {

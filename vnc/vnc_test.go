@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -238,14 +237,14 @@ func TestPointer(t *testing.T) {
 // in RFB's failure reason, and leaves no goroutine or connection behind.
 func TestRefusals(t *testing.T) {
 	held := 0
-	e := newEnv(t, envOpts{maxClients: 2, handshake: time.Second, hold: func(id Identity) (func(), error) {
+	e := newEnv(t, envOpts{maxClients: 2, handshake: 3 * time.Second, hold: func(id Identity) (func(), error) {
 		if id.User == "admin" {
 			return nil, errors.New("This user has 1 VNC connection open, the most one user may hold")
 		}
 		held++
 		return func() { held-- }, nil
 	}})
-	base := runtime.NumGoroutine()
+	base := settled()
 	for _, tt := range []struct {
 		name, user, passwd, want string
 	}{
@@ -333,7 +332,7 @@ func TestRefusals(t *testing.T) {
 	t.Run("silent client", func(t *testing.T) {
 		c := dial(t, e.addr)
 		c.read(12)
-		c.closed(3 * time.Second) // the handshake timeout, 1 s here
+		c.closed(5 * time.Second) // the handshake timeout, 3 s here
 	})
 	t.Run("too many", func(t *testing.T) {
 		a, b := dial(t, e.addr), dial(t, e.addr)
@@ -381,7 +380,7 @@ func TestRateLimit(t *testing.T) {
 // nothing half done on the host, and no goroutine left.
 func TestMalformed(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	base := runtime.NumGoroutine()
+	base := settled()
 	for _, tt := range []struct {
 		name string
 		msg  []byte
@@ -423,7 +422,7 @@ func TestMalformed(t *testing.T) {
 // it, or the user's password changes; a picture stream is let go.
 func TestRevoked(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	base := runtime.NumGoroutine()
+	base := settled()
 	c := dial(t, e.addr)
 	c.mustLogin(e, "oper", "operpass")
 	c.setEncodings(encRaw)
@@ -455,7 +454,7 @@ func TestRevoked(t *testing.T) {
 // connected and one in the handshake, leaving no goroutine.
 func TestShutdown(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	base := runtime.NumGoroutine() - 1 // Serve's goroutine goes too
+	base := settled() - 1 // Serve's goroutine goes too
 	a, b := dial(t, e.addr), dial(t, e.addr)
 	a.mustLogin(e, "oper", "operpass")
 	b.read(12)
