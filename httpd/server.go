@@ -103,8 +103,8 @@ type Server struct {
 	done     chan struct{}
 	// streams shares out the requests that hold a connection for long
 	// (shares.go): WebSockets and log follows.
-	streams         *streams
-	wsKind, logKind streamKind
+	streams                  *streams
+	wsKind, logKind, vncKind streamKind
 	// base is every request's parent context (http.Server.BaseContext):
 	// shutdown cancels it right after closing done, which ends the
 	// streams (log follows, WebSockets, bundles) without a goroutine per
@@ -150,6 +150,7 @@ func New(cfg Config) (*Server, error) {
 	s.streams = newStreams(s.conns.max, cfg.Log)
 	s.wsKind = streamKind{name: "WebSockets", perUser: cfg.MaxWSPerUser}
 	s.logKind = streamKind{name: "log follows", perUser: max(cfg.LogFollowers/4, 1), max: cfg.LogFollowers}
+	s.vncKind = streamKind{name: "VNC connections", perUser: DefaultVNCPerUser}
 	if cfg.LogFollowers >= 2 {
 		s.logKind.reserve = max(cfg.LogFollowers/5, 1)
 	}

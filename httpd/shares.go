@@ -1,6 +1,7 @@
 package httpd
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,11 @@ const DefaultMaxWSPerUser = 16
 // DefaultLogFollowers is the default of Config.LogFollowers, as
 // package journal's.
 const DefaultLogFollowers = 20
+
+// DefaultVNCPerUser bounds the VNC connections one user holds at once
+// (package vnc; the VNC server bounds them all, kvmd-vnc's ten): a viewer
+// on a few screens.
+const DefaultVNCPerUser = 4
 
 // A stream is a request that holds its connection for long: a WebSocket,
 // a log follow. Without shares, one viewer's token opening a thousand
@@ -103,7 +109,7 @@ func (s *streams) take(k *streamKind, id Identity) (release func(), err error) {
 			Msg: fmt.Sprintf("All the %s open to users below admin are taken; try again later", k.name)}
 	case !admin && s.ordinary >= s.budget:
 		e = &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Expected: true,
-			Msg: "Too many connections are held open by WebSockets and log follows; try again later"}
+			Msg: "Too many connections are held open by WebSockets, log follows and VNC connections; try again later"}
 	}
 	if e != nil {
 		held, logNow := s.noteLocked(key)
@@ -140,6 +146,21 @@ func (s *streams) take(k *streamKind, id Identity) (release func(), err error) {
 			}
 		})
 	}, nil
+}
+
+// HoldVNC takes the share of a VNC connection (package vnc) of user,
+// whose role is role, for as long as the connection lasts: VNC
+// connections are streams of their own kind, DefaultVNCPerUser a user,
+// counted with the others in what users below admin may hold together.
+// A refusal's text is the reason the VNC client is shown. release gives
+// the share back; call it once.
+func (s *Server) HoldVNC(user string, role auth.Role) (release func(), err error) {
+	release, err = s.streams.take(&s.vncKind, Identity{User: user, Role: role, Method: auth.MethodVNC})
+	var e *Error
+	if errors.As(err, &e) {
+		return nil, errors.New(e.Msg)
+	}
+	return release, err
 }
 
 // noteLocked counts a refusal for key and tells whether to log it now,

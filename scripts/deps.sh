@@ -18,6 +18,8 @@
 # groff-base, which man uses) lint the manual page (cmd/kvmd/man_test.go).
 # genimage, dosfstools, mtools and fdisk (sfdisk) build and read the SD card
 # image of the Buildroot tree's post-image script (firmware/image_test.go);
+# tigervnc-viewer, gvncviewer (gvnccapture), vncsnapshot, xvfb and xdotool
+# are the VNC clients of the VNC server's tests and what runs them.
 # The linter shellcheck checks the shell scripts (make lint). chromium runs
 # the web UI's browser tests (tools/webtest). prometheus scrapes
 # the daemon's metrics in cmd/kvmd/metrics_e2e_test.go; the test runs its own
@@ -87,6 +89,14 @@ if [ "$mode" != install ]; then
 		[ -f /usr/include/X11/keysymdef.h ] || need="$need x11proto-dev"
 		[ -f /usr/share/X11/locale/en_US.UTF-8/Compose ] || need="$need libx11-data"
 		command -v python3 >/dev/null 2>&1 || need="$need python3"
+		# VNC viewers someone else wrote, for the VNC server's tests
+		# (vnc/, cmd/kvmd): TigerVNC's and gtk-vnc's, run under Xvfb,
+		# typed into with xdotool, and vncsnapshot (RFB 3.3).
+		command -v xtigervncviewer >/dev/null 2>&1 || need="$need tigervnc-viewer"
+		command -v gvnccapture >/dev/null 2>&1 || need="$need gvncviewer"
+		command -v vncsnapshot >/dev/null 2>&1 || need="$need vncsnapshot"
+		command -v Xvfb >/dev/null 2>&1 || need="$need xvfb"
+		command -v xdotool >/dev/null 2>&1 || need="$need xdotool"
 		{ command -v qemu-arm && command -v qemu-aarch64; } >/dev/null 2>&1 || need="$need qemu-user"
 		command -v mmdebstrap >/dev/null 2>&1 || need="$need mmdebstrap"
 		command -v arch-test >/dev/null 2>&1 || need="$need arch-test"

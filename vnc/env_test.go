@@ -33,6 +33,7 @@ import (
 	"kvmd/hid/hidtest"
 	"kvmd/hw"
 	"kvmd/internal/testutil"
+	"kvmd/internal/viewertest"
 	"kvmd/otg"
 )
 
@@ -147,30 +148,15 @@ func bars(w, h int) *image.RGBA {
 }
 
 // barsDiff is the mean difference per channel between img and bars of
-// its size, over the middle of each bar (JPEG blurs their edges).
+// its size, inside each bar (JPEG blurs their edges).
 func barsDiff(img image.Image) float64 {
 	r := img.Bounds()
 	want := bars(r.Dx(), r.Dy())
-	var sum, n float64
+	var sum float64
 	for i := range 8 {
-		x0, x1 := r.Dx()*i/8+r.Dx()/32, r.Dx()*(i+1)/8-r.Dx()/32
-		for y := r.Dy() / 8; y < r.Dy()*7/8; y += 3 {
-			for x := x0; x < x1; x += 3 {
-				a := color.RGBAModel.Convert(img.At(r.Min.X+x, r.Min.Y+y)).(color.RGBA)
-				b := want.RGBAAt(x, y)
-				sum += absf(float64(a.R)-float64(b.R)) + absf(float64(a.G)-float64(b.G)) + absf(float64(a.B)-float64(b.B))
-				n += 3
-			}
-		}
+		sum += viewertest.MeanDiff(img, want, image.Rect(r.Dx()*i/8+r.Dx()/32, r.Dy()/8, r.Dx()*(i+1)/8-r.Dx()/32, r.Dy()*7/8))
 	}
-	return sum / n
-}
-
-func absf(v float64) float64 {
-	if v < 0 {
-		return -v
-	}
-	return v
+	return sum / 8
 }
 
 // noRole is the daemon's authentication with user nobody given no role,
@@ -302,7 +288,8 @@ func (e *env) stop() {
 	}
 }
 
-// testCert makes a self-signed certificate for 127.0.0.1 and localhost.
+// testCert makes a self-signed certificate for 127.0.0.1 and localhost,
+// a server's and no CA's, as kvmd firstboot makes the device's.
 func testCert(t *testing.T) (tls.Certificate, []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -312,9 +299,9 @@ func testCert(t *testing.T) (tls.Certificate, []byte) {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true, IsCA: true,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

@@ -86,7 +86,7 @@ type Config struct {
 	StreamQuality func() int
 	// Name is the desktop's name the client shows (default "kvmd").
 	Name string
-	// MaxClients bounds the connections at once (default 10, kvmd-vnc's).
+	// MaxClients bounds the connections at once (DefaultMaxClients).
 	MaxClients int
 	// HandshakeTimeout bounds everything before the first picture can be
 	// asked for: version, TLS, password (default 30 s, kvmd-vnc's TLS
@@ -111,6 +111,9 @@ type Server struct {
 	conns map[net.Conn]struct{}
 }
 
+// DefaultMaxClients is Config.MaxClients's default: kvmd-vnc's.
+const DefaultMaxClients = 10
+
 // ErrNoTLS is New's error without a certificate: passwords never go in
 // the clear.
 var ErrNoTLS = errors.New("vnc: VeNCrypt needs a TLS certificate")
@@ -132,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	def(&cfg.WriteTimeout, 20*time.Second)
 	def(&cfg.FirstFrame, 5*time.Second)
 	if cfg.MaxClients <= 0 {
-		cfg.MaxClients = 10
+		cfg.MaxClients = DefaultMaxClients
 	}
 	if cfg.ScrollRate <= 0 {
 		cfg.ScrollRate = 4

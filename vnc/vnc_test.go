@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,13 +237,13 @@ func TestPointer(t *testing.T) {
 // TestRefusals: every refusal before the picture tells the client why,
 // in RFB's failure reason, and leaves no goroutine or connection behind.
 func TestRefusals(t *testing.T) {
-	held := 0
+	var held atomic.Int32
 	e := newEnv(t, envOpts{maxClients: 2, handshake: 3 * time.Second, hold: func(id Identity) (func(), error) {
 		if id.User == "admin" {
 			return nil, errors.New("This user has 1 VNC connection open, the most one user may hold")
 		}
-		held++
-		return func() { held-- }, nil
+		held.Add(1)
+		return func() { held.Add(-1) }, nil
 	}})
 	base := settled()
 	for _, tt := range []struct {
@@ -299,30 +300,29 @@ func TestRefusals(t *testing.T) {
 		}
 		c.closed(2 * time.Second)
 	})
-	t.Run("vencrypt subtype", func(t *testing.T) {
-		c := dial(t, e.addr)
+	// subtype runs VeNCrypt to choosing sub, and returns the answer.
+	subtype := func(c *client, sub uint32) (byte, error) {
 		c.version("RFB 003.008\n")
 		c.securityTypes()
 		c.conn.Write([]byte{secVeNCrypt})
 		c.read(2)
 		c.conn.Write([]byte{0, 2})
 		c.read(6)
-		c.conn.Write(binary.BigEndian.AppendUint32(nil, 256)) // Plain, in the clear
-		if b, err := c.br.ReadByte(); err != nil || b != 0 {
+		c.conn.Write(binary.BigEndian.AppendUint32(nil, sub))
+		return c.br.ReadByte()
+	}
+	t.Run("vencrypt subtype", func(t *testing.T) {
+		c := dial(t, e.addr)
+		if b, err := subtype(c, 256); err != nil || b != 0 { // Plain, in the clear
 			t.Errorf("Plain without TLS: %v %v, want 0 (refused)", b, err)
 		}
 		c.closed(2 * time.Second)
 	})
 	t.Run("tls failure", func(t *testing.T) {
 		c := dial(t, e.addr)
-		c.version("RFB 003.008\n")
-		c.securityTypes()
-		c.conn.Write([]byte{secVeNCrypt})
-		c.read(2)
-		c.conn.Write([]byte{0, 2})
-		c.read(6)
-		c.conn.Write(binary.BigEndian.AppendUint32(nil, secX509Plain))
-		c.read(1)
+		if b, err := subtype(c, secX509Plain); err != nil || b != 1 {
+			t.Fatalf("X509Plain: %v %v, want 1 (accepted)", b, err)
+		}
 		c.conn.Write([]byte("this is no TLS client hello, but it goes on long enough\r\n"))
 		c.closed(2 * time.Second)
 		if !strings.Contains(e.logs.String(), "TLS handshake failed") {
@@ -349,8 +349,8 @@ func TestRefusals(t *testing.T) {
 		b.raw.Close()
 	})
 	goroutines(t, base)
-	if n := e.srv.Clients(); n != 0 || held != 0 {
-		t.Errorf("%d connections and %d shares left", n, held)
+	if n := e.srv.Clients(); n != 0 || held.Load() != 0 {
+		t.Errorf("%d connections and %d shares left", n, held.Load())
 	}
 	if n := len(e.a.Sessions.List("", time.Now())); n != 0 {
 		t.Errorf("%d sessions left by closed connections", n)

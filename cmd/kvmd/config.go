@@ -15,9 +15,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kvmd/auth"
+	"kvmd/hid"
 	"kvmd/httpd"
 	"kvmd/metrics"
 	"kvmd/streamer"
+	"kvmd/vnc"
 )
 
 // Config is the configuration of kvmd serve. Every field is a flag and a
@@ -52,6 +54,11 @@ type Config struct {
 	StreamerDesiredFPS    int           `yaml:"streamer-desired-fps"`
 	StreamerResolution    string        `yaml:"streamer-resolution"`
 	StreamerArgs          []string      `yaml:"streamer-args"`
+
+	// The VNC server (package vnc): off while VNCListen is empty.
+	VNCListen     string `yaml:"vnc-listen"`
+	VNCKeymap     string `yaml:"vnc-keymap"`
+	VNCMaxClients int    `yaml:"vnc-max-clients"`
 
 	// Reverse proxies and connection caps.
 	TrustedProxy             []string `yaml:"trusted-proxy"`
@@ -111,6 +118,8 @@ func defaultConfig() Config {
 		StreamerShutdownDelay:    streamer.DefaultShutdownDelay,
 		StreamerQuality:          streamer.DefaultQuality,
 		StreamerDesiredFPS:       streamer.DefaultDesiredFPS,
+		VNCKeymap:                hid.DefaultKeymap,
+		VNCMaxClients:            vnc.DefaultMaxClients,
 	}
 }
 
@@ -177,6 +186,9 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.StreamerDesiredFPS, "streamer-desired-fps", cfg.StreamerDesiredFPS, "frame rate of the stream, 0 (the source's) to 90, until set_params changes it")
 	fs.StringVar(&cfg.StreamerResolution, "streamer-resolution", cfg.StreamerResolution, "capture resolution of a USB dongle, `WxH`, one of kvmd's list (default 1920x1080)")
 	fs.Var(&listFlag{list: &cfg.StreamerArgs}, "streamer-arg", "an `option` added to ustreamer's command line, after the daemon's own (repeatable)")
+	fs.StringVar(&cfg.VNCListen, "vnc-listen", cfg.VNCListen, "serve VNC (RFB 3.8, VeNCrypt with --tls-cert) on this TCP `address`, e.g. :5900 (empty: no VNC)")
+	fs.StringVar(&cfg.VNCKeymap, "vnc-keymap", cfg.VNCKeymap, "the host's keyboard layout a VNC client's keys are typed with, one of /api/hid/keymaps")
+	fs.IntVar(&cfg.VNCMaxClients, "vnc-max-clients", cfg.VNCMaxClients, "most VNC connections at once")
 	fs.Var(&listFlag{list: &cfg.TrustedProxy}, "trusted-proxy", "`network` (CIDR, or one address) of a reverse proxy whose X-Real-IP, X-Forwarded-For or Forwarded is believed over TCP (repeatable; the unix socket always is)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most connections open at once; beyond, the oldest idle or slow one is closed, or the new one if all are busy")
 	fs.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", cfg.MaxConnectionsPerAddress, "most connections open at once from one client address (IPv6: one /64; trusted proxies and the unix socket exempt)")
@@ -271,6 +283,9 @@ func (c *Config) check() error {
 		return errors.New("--max-websockets-per-user must be at least 1")
 	}
 	if err := c.checkStreamer(); err != nil {
+		return err
+	}
+	if err := c.checkVNC(); err != nil {
 		return err
 	}
 	return c.checkAuth()

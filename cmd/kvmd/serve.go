@@ -185,6 +185,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}}
 	}
 
+	stopVNC, err := startVNC(ctx, cfg, srv, a, keys, hcfg.Devices.Streamer, tlsConf, log.With("component", "vnc"))
+	if err != nil {
+		return err
+	}
+	defer stopVNC()
+
 	checkFileLimit(cfg, log)
 	lns, err := listeners(cfg, log)
 	if err != nil {
