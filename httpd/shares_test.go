@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"kvmd/auth"
 	"kvmd/journal"
 	"kvmd/journal/journaltest"
 )
@@ -253,5 +254,48 @@ func TestWSUserShareThroughProxy(t *testing.T) {
 	}
 	if opened != 4 {
 		t.Errorf("%d WebSockets of one user opened through the proxy, want 4", opened)
+	}
+}
+
+// TestVNCShare: a user holds at most DefaultVNCPerUser VNC connections,
+// the next refused with a reason for the VNC client; they count in what
+// users below admin hold together, so that a viewer's VNC connections
+// leave room for the admin's; a share given back is taken again.
+func TestVNCShare(t *testing.T) {
+	d, _ := testDevices(t)
+	e := newEnv(t, envOpts{devices: d, maxConns: 8, wsPerUser: 20})
+	var held []func()
+	for i := range DefaultVNCPerUser {
+		release, err := e.srv.HoldVNC("viewer", auth.RoleViewer)
+		if err != nil {
+			t.Fatalf("the viewer's VNC connection %d: %v", i+1, err)
+		}
+		held = append(held, release)
+	}
+	_, err := e.srv.HoldVNC("viewer", auth.RoleViewer)
+	if err == nil || err.Error() != "This user has 4 VNC connections open, the most one user may hold; close one first" {
+		t.Errorf("a fifth VNC connection: %v", err)
+	}
+	// Six of eight connections are for users below admin: the viewer's
+	// four and two WebSockets, then none.
+	for i := range 2 {
+		if st := wsStatus(t, e, operatorWS); st != 101 {
+			t.Fatalf("the operator's WebSocket %d: %d", i+1, st)
+		}
+	}
+	if _, err := e.srv.HoldVNC("operator", auth.RoleOperator); err == nil || !strings.Contains(err.Error(), "VNC connections; try again later") {
+		t.Errorf("beyond three quarters: %v", err)
+	}
+	if release, err := e.srv.HoldVNC("admin", auth.RoleAdmin); err != nil {
+		t.Errorf("the admin's VNC connection: %v", err)
+	} else {
+		release()
+	}
+	held[0]()
+	held[0]() // once only
+	if release, err := e.srv.HoldVNC("viewer", auth.RoleViewer); err != nil {
+		t.Errorf("a VNC connection after one ended: %v", err)
+	} else {
+		release()
 	}
 }
