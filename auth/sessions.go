@@ -296,6 +296,15 @@ func (s *Sessions) Check(token string, now time.Time) (string, bool) {
 	return ss.user, true
 }
 
+// Context returns the context of a live session, which ends when the
+// session does, and marks it used; nil when token has none.
+func (s *Sessions) Context(token string, now time.Time) context.Context {
+	if ss := s.check(token, now); ss != nil {
+		return ss.ctx
+	}
+	return nil
+}
+
 func (s *Sessions) check(token string, now time.Time) *session {
 	s.mu.RLock()
 	var ss *session

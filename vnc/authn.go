@@ -36,9 +36,9 @@ func (s Sessions) Authenticate(ctx context.Context, user, passwd string, addr ne
 	if err != nil {
 		return Identity{}, err
 	}
-	p, err := a.Session(token, addr)
-	if err != nil {
-		return Identity{}, err
+	done := a.Sessions.Context(token, time.Now())
+	if done == nil { // ended already (the user changed in between)
+		return Identity{}, auth.ErrForbidden
 	}
 	every := s.Touch
 	if every <= 0 {
@@ -52,14 +52,14 @@ func (s Sessions) Authenticate(ctx context.Context, user, passwd string, addr ne
 			select {
 			case <-ctx.Done():
 				return
-			case <-p.Done.Done():
+			case <-done.Done():
 				return
 			case <-t.C:
 				a.Sessions.Check(token, time.Now())
 			}
 		}
 	}()
-	return Identity{User: p.User, Role: p.Role, Done: p.Done, Close: func() {
+	return Identity{User: user, Role: a.Role(user), Done: done, Close: func() {
 		stop()
 		a.Sessions.End(token)
 	}}, nil

@@ -431,6 +431,16 @@ func TestRevoked(t *testing.T) {
 	if len(list) != 1 || list[0].Method != auth.MethodVNC {
 		t.Fatalf("sessions %+v, want the connection's, method vnc", list)
 	}
+	// Counted once, as vnc: the session's start is no cookie's use.
+	for _, c := range e.a.Counts() {
+		want := uint64(0)
+		if c.Method == auth.MethodVNC && c.Result == auth.ResultOK {
+			want = 1
+		}
+		if c.N != want {
+			t.Errorf("auth count %s %s: %d, want %d", c.Method, c.Result, c.N, want)
+		}
+	}
 	start := time.Now()
 	if !e.a.EndSession(list[0].ID, "", "admin", auth.MethodCookie, localAddr()) {
 		t.Fatal("the session could not be ended")
