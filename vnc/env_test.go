@@ -252,7 +252,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	cfg := Config{
 		TLS: &tls.Config{Certificates: []tls.Certificate{cert}}, Auth: noRole{Sessions{Auth: e.a}}, Hold: o.hold,
-		Frames: e.src, HID: keys, Keymap: KeymapOf(km), MaxClients: o.maxClients, Log: log,
+		Frames: e.src, HID: keys, Keymap: km, MaxClients: o.maxClients, Log: log,
 		HandshakeTimeout: o.handshake, FirstFrame: 2 * time.Second,
 	}
 	if o.quality > 0 {
@@ -326,8 +326,8 @@ func (e *env) keysTyped(quiet time.Duration) string {
 	km, _ := hid.BuiltinKeymaps().Get("en-us")
 	chars := map[hid.Stroke]rune{}
 	for r := rune(0x20); r < 0x7f; r++ {
-		if s, ok := km.Stroke(r); ok {
-			chars[s] = r
+		if s := km.Strokes(r); len(s) == 1 {
+			chars[s[0]] = r
 		}
 	}
 	var out strings.Builder

@@ -35,7 +35,7 @@ func FuzzReadMsg(f *testing.F) {
 		r := bytes.NewReader(data)
 		buf := make([]byte, 32)
 		down := map[hid.Key]bool{}
-		kb := newKeyboard(KeymapOf(km), func(k hid.Key, press bool) {
+		kb := newKeyboard(km, func(k hid.Key, press bool) {
 			if down[k] == press {
 				t.Fatalf("%s pressed %v twice in a row", k.Name, press)
 			}

@@ -5,21 +5,10 @@ import (
 )
 
 // Keymap says how the host's keyboard layout types a character: the
-// strokes in order (a dead key, then a key), nil when it cannot.
+// strokes in order (a dead key, then a key), nil when it cannot. Package
+// hid's *Keymap is one.
 type Keymap interface {
 	Strokes(r rune) []hid.Stroke
-}
-
-// KeymapOf is the Keymap of one of package hid's keymaps.
-func KeymapOf(km *hid.Keymap) Keymap { return hidKeymap{km} }
-
-type hidKeymap struct{ km *hid.Keymap }
-
-func (k hidKeymap) Strokes(r rune) []hid.Stroke {
-	if s, ok := k.km.Stroke(r); ok {
-		return []hid.Stroke{s}
-	}
-	return nil
 }
 
 var (
@@ -77,20 +66,29 @@ func (kb *keyboard) set(k hid.Key, press bool) {
 }
 
 // mods sets the host's Shift and AltGr: as a stroke needs them, or with s
-// nil as the client holds them.
+// nil as the client holds them; those to release first, so that no other
+// combination is held on the way.
 func (kb *keyboard) mods(s *hid.Stroke) {
-	for _, k := range []hid.Key{keyShiftLeft, keyShiftRight, keyAltGr} {
-		want := kb.client[k]
-		if s != nil {
-			if k == keyAltGr {
-				want = s.AltGr
-			} else {
-				// Shift is Shift: the client's own, else the left one.
-				shifted := kb.client[keyShiftLeft] || kb.client[keyShiftRight]
-				want = s.Shift && (kb.client[k] || !shifted && k == keyShiftLeft)
+	keys := [...]hid.Key{keyShiftLeft, keyShiftRight, keyAltGr}
+	var want [len(keys)]bool
+	shifted := kb.client[keyShiftLeft] || kb.client[keyShiftRight]
+	for i, k := range keys {
+		switch {
+		case s == nil:
+			want[i] = kb.client[k]
+		case k == keyAltGr:
+			want[i] = s.AltGr
+		default:
+			// Shift is Shift: the client's own, else the left one.
+			want[i] = s.Shift && (kb.client[k] || !shifted && k == keyShiftLeft)
+		}
+	}
+	for _, press := range []bool{false, true} {
+		for i, k := range keys {
+			if want[i] == press {
+				kb.set(k, press)
 			}
 		}
-		kb.set(k, want)
 	}
 }
 

@@ -64,7 +64,7 @@ func startVNC(ctx context.Context, cfg Config, srv *httpd.Server, a *auth.Authen
 		Hold: func(id vnc.Identity) (func(), error) { return srv.HoldVNC(id.User, id.Role) },
 		// The streamer's JPEG frames, with their size (extra_headers).
 		Frames: mjpegSource{st},
-		HID:    keys, Keymap: vnc.KeymapOf(km),
+		HID:    keys, Keymap: km,
 		Name: "kvmd on " + hostLabel(), MaxClients: cfg.VNCMaxClients, Log: log,
 	}
 	if s, ok := st.(*streamer.Streamer); ok {
