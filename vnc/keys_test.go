@@ -44,7 +44,9 @@ func TestKeyboardLayouts(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			kb := newKeyboard(km, func(k hid.Key, press bool) { got = append(got, fmt.Sprintf("%s%s", map[bool]string{true: "+", false: "-"}[press], k.Name)) })
+			kb := newKeyboard(km, func(k hid.Key, press bool) {
+				got = append(got, fmt.Sprintf("%s%s", map[bool]string{true: "+", false: "-"}[press], k.Name))
+			})
 			for _, k := range tt.keys {
 				kb.event(k.ks, k.down)
 			}
