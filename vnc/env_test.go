@@ -179,6 +179,7 @@ type env struct {
 	t      *testing.T
 	srv    *Server
 	addr   string
+	ln     net.Listener
 	host   *hidtest.Host
 	src    *testSource
 	a      *auth.Authenticator
@@ -268,7 +269,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.addr = ln.Addr().String()
+	e.addr, e.ln = ln.Addr().String(), ln
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done = cancel, make(chan error, 1)
 	go func() { e.done <- e.srv.Serve(ctx, ln) }()

@@ -154,10 +154,8 @@ func New(cfg Config) (*Server, error) {
 // gone.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	stop := context.AfterFunc(ctx, func() {
+	context.AfterFunc(ctx, func() {
 		ln.Close()
 		s.mu.Lock()
 		for c := range s.conns {
@@ -165,7 +163,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		s.mu.Unlock()
 	})
-	defer stop()
+	// However Serve returns (its context, or the listener failing), the
+	// connections are closed and their goroutines waited for.
+	defer wg.Wait()
+	defer cancel()
 	for {
 		c, err := ln.Accept()
 		if err != nil {

@@ -473,3 +473,24 @@ func TestShutdown(t *testing.T) {
 	b.closed(time.Second)
 	goroutines(t, base)
 }
+
+// TestListenerFails: when the listener fails under Serve, it returns the
+// error, and closes its connections first: none is left running.
+func TestListenerFails(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	base := settled() - 1
+	c := dial(t, e.addr)
+	c.mustLogin(e, "oper", "operpass")
+	e.ln.Close()
+	select {
+	case err := <-e.done:
+		if err == nil {
+			t.Error("Serve returned nil after its listener failed")
+		}
+		e.done <- nil // for the cleanup's stop
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after its listener failed")
+	}
+	c.closed(time.Second)
+	goroutines(t, base)
+}
