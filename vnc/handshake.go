@@ -57,34 +57,26 @@ type handshake struct {
 	secSent bool     // the security types were sent (a refusal then is a SecurityResult)
 }
 
-// versionRefusal answers a client that is not RFB 3.x, or is 3.3, with
-// 3.3's way of failing: security type 0 and the reason.
-func (h *handshake) failEarly(reason string) {
-	b := binary.BigEndian.AppendUint32(nil, 0)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(reason)))
-	h.conn.Write(append(b, reason...))
-}
-
 // fail tells the client why it is refused, in the form its version and
-// the handshake's stage allow: a SecurityResult of 1 with the reason
-// (3.8), without it (3.7), or security type 0 and the reason (before the
-// types were sent, and 3.3).
+// the handshake's stage allow: before the security types were sent, no
+// types and the reason (3.7 and 3.8) or security type 0 and the reason
+// (3.3, and a client that is not RFB 3.x); after, a SecurityResult of 1
+// with the reason (3.8) or without it (3.7).
 func (h *handshake) fail(reason string) {
+	var b []byte
 	switch {
+	case !h.secSent && h.minor >= 7:
+		b = []byte{0}
 	case !h.secSent:
-		if h.minor >= 7 {
-			b := append([]byte{0}, binary.BigEndian.AppendUint32(nil, uint32(len(reason)))...)
-			h.conn.Write(append(b, reason...))
-			return
-		}
-		h.failEarly(reason)
+		b = binary.BigEndian.AppendUint32(nil, 0)
 	case h.minor >= 8:
-		b := binary.BigEndian.AppendUint32(nil, 1)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(reason)))
-		h.conn.Write(append(b, reason...))
+		b = binary.BigEndian.AppendUint32(nil, 1)
 	default:
 		h.conn.Write(binary.BigEndian.AppendUint32(nil, 1))
+		return
 	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(reason)))
+	h.conn.Write(append(b, reason...))
 }
 
 // version exchanges the protocol versions: 3.8 offered; 3.3, 3.7 and 3.8

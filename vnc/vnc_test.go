@@ -280,6 +280,23 @@ func TestRefusals(t *testing.T) {
 		}
 		c.closed(2 * time.Second)
 	})
+	t.Run("rfb 3.7", func(t *testing.T) {
+		// A 3.7 client's SecurityResult has no reason: 1, then the end.
+		c := dial(t, e.addr)
+		c.version("RFB 003.007\n")
+		c.securityTypes()
+		c.conn.Write([]byte{secVeNCrypt})
+		if err := c.vencrypt(e, secX509Plain); err != nil {
+			t.Fatal(err)
+		}
+		c.conn.Write([]byte{0, 0, 0, 4, 0, 0, 0, 4, 'o', 'p', 'e', 'r', 'n', 'o', 'p', 'e'})
+		if r, err := c.u32(); r != 1 || err != nil {
+			t.Fatalf("SecurityResult %d %v, want 1", r, err)
+		}
+		if b, err := c.br.ReadByte(); err == nil {
+			t.Errorf("a byte %#x after a 3.7 client's failed SecurityResult", b)
+		}
+	})
 	t.Run("not rfb", func(t *testing.T) {
 		c := dial(t, e.addr)
 		c.version("GET / HTTP/1")
