@@ -269,17 +269,23 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("%d sessions left by refused connections", n)
 	}
 
-	t.Run("rfb 3.3", func(t *testing.T) {
-		c := dial(t, e.addr)
-		c.version("RFB 003.003\n")
-		if n, _ := c.u32(); n != 0 {
-			t.Fatalf("security type %d, want 0 and a reason", n)
-		}
-		if r := c.reason(); !strings.Contains(r, "needs VeNCrypt") {
-			t.Errorf("reason %q", r)
-		}
-		c.closed(2 * time.Second)
-	})
+	// Clients that cannot choose VeNCrypt: security type 0 and a reason.
+	for _, tt := range []struct{ name, version, want string }{
+		{"rfb 3.3", "RFB 003.003\n", "needs VeNCrypt"},
+		{"not rfb", "GET / HTTP/1", "Not an RFB 3.x client"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dial(t, e.addr)
+			c.version(tt.version)
+			if n, _ := c.u32(); n != 0 {
+				t.Fatalf("security type %d, want 0 and a reason", n)
+			}
+			if r := c.reason(); !strings.Contains(r, tt.want) {
+				t.Errorf("reason %q, want %q", r, tt.want)
+			}
+			c.closed(2 * time.Second)
+		})
+	}
 	t.Run("rfb 3.7", func(t *testing.T) {
 		// A 3.7 client's SecurityResult has no reason: 1, then the end.
 		c := dial(t, e.addr)
@@ -295,16 +301,6 @@ func TestRefusals(t *testing.T) {
 		}
 		if b, err := c.br.ReadByte(); err == nil {
 			t.Errorf("a byte %#x after a 3.7 client's failed SecurityResult", b)
-		}
-	})
-	t.Run("not rfb", func(t *testing.T) {
-		c := dial(t, e.addr)
-		c.version("GET / HTTP/1")
-		if n, _ := c.u32(); n != 0 {
-			t.Fatalf("security type %d, want 0 and a reason", n)
-		}
-		if r := c.reason(); !strings.Contains(r, "Not an RFB 3.x client") {
-			t.Errorf("reason %q", r)
 		}
 	})
 	t.Run("security type", func(t *testing.T) {
