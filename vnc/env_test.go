@@ -322,10 +322,11 @@ func testCert(t *testing.T) (tls.Certificate, []byte) {
 	return cert, certPEM
 }
 
-// keysTyped reads the keyboard's reports until none comes for quiet and
-// returns what an en-us host types from them: each key newly pressed,
-// with Shift as the report holds it.
-func (e *env) keysTyped(quiet time.Duration) string {
+// typed reads the keyboard's reports until what an en-us host types from
+// them is want, or 5 s have passed, or (want "") none comes for 300 ms,
+// and returns it: each key newly pressed, with Shift as the report holds
+// it.
+func (e *env) typed(want string) string {
 	km, _ := hid.BuiltinKeymaps().Get("en-us")
 	chars := map[hid.Stroke]rune{}
 	for r := rune(0x20); r < 0x7f; r++ {
@@ -333,29 +334,42 @@ func (e *env) keysTyped(quiet time.Duration) string {
 			chars[s[0]] = r
 		}
 	}
-	var out strings.Builder
-	var prev []byte
-	for _, r := range e.host.ReadAll(otg.Keyboard, quiet) {
-		for _, u := range r[2:] {
-			if u == 0 || len(prev) == 8 && slices.Contains(prev[2:], u) {
-				continue
-			}
-			for _, k := range hid.Keys() {
-				if k.Usage != u {
+	var reports [][]byte
+	decode := func() string {
+		var out strings.Builder
+		var prev []byte
+		for _, r := range reports {
+			for _, u := range r[2:] {
+				if u == 0 || len(prev) == 8 && slices.Contains(prev[2:], u) {
 					continue
 				}
-				if k.Name == "Enter" {
-					out.WriteByte('\n')
-				} else if c, ok := chars[hid.Stroke{Key: k, Shift: r[0]&0x22 != 0, AltGr: r[0]&0x40 != 0}]; ok {
-					out.WriteRune(c)
-				} else {
-					out.WriteString("<" + k.Name + ">")
+				for _, k := range hid.Keys() {
+					if k.Usage != u {
+						continue
+					}
+					if k.Name == "Enter" {
+						out.WriteByte('\n')
+					} else if c, ok := chars[hid.Stroke{Key: k, Shift: r[0]&0x22 != 0, AltGr: r[0]&0x40 != 0}]; ok {
+						out.WriteRune(c)
+					} else {
+						out.WriteString("<" + k.Name + ">")
+					}
 				}
 			}
+			prev = r
 		}
-		prev = r
+		return out.String()
 	}
-	return out.String()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := e.host.ReadAll(otg.Keyboard, 300*time.Millisecond)
+		reports = append(reports, got...)
+		if s := decode(); s == want && (want != "" || len(got) == 0) || time.Now().After(deadline) {
+			// Then what comes within 300 ms more: nothing, if want was all.
+			reports = append(reports, e.host.ReadAll(otg.Keyboard, 300*time.Millisecond)...)
+			return decode()
+		}
+	}
 }
 
 // settled returns the count of goroutines once it has not changed for

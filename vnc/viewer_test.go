@@ -49,7 +49,7 @@ func TestTigerVNC(t *testing.T) {
 	// xdotool types into the viewer's window.
 	const line = "Hello, VNC! 42 <kvmd>"
 	d.Type(t, "kvmd", line)
-	if got := e.keysTyped(time.Second); got != line+"\n" {
+	if got := e.typed(line + "\n"); got != line+"\n" {
 		t.Errorf("the host was typed %q, want %q", got, line+"\n")
 	}
 }
