@@ -114,6 +114,10 @@ type Server struct {
 // DefaultMaxClients is Config.MaxClients's default: kvmd-vnc's.
 const DefaultMaxClients = 10
 
+// maxPending is how many connections may be open beyond MaxClients: those
+// in their handshake, and those refused while they are told why.
+const maxPending = 8
+
 // ErrNoTLS is New's error without a certificate: passwords never go in
 // the clear.
 var ErrNoTLS = errors.New("vnc: VeNCrypt needs a TLS certificate")
@@ -185,6 +189,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.mu.Unlock()
 			c.Close()
 			return nil
+		}
+		if len(s.conns) >= s.cfg.MaxClients+maxPending {
+			// Connections that hold a place without a word until the
+			// handshake's timeout: past the clients and a few in
+			// their handshake, a new one is closed at once.
+			s.mu.Unlock()
+			c.Close()
+			s.log.Debug("VNC connection closed at once: too many open", "addr", remoteAddr(c).String())
+			continue
 		}
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -360,6 +361,30 @@ func TestRefusals(t *testing.T) {
 		}
 		a.raw.Close()
 		b.raw.Close()
+	})
+	t.Run("flood", func(t *testing.T) {
+		// Silent connections beyond the clients and maxPending are
+		// closed at once, without a word. (Once the connections before
+		// are gone.)
+		for deadline := time.Now().Add(5 * time.Second); e.srv.Clients() > 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		var cs []*client
+		for range 2 + maxPending {
+			c := dial(t, e.addr)
+			if _, err := c.read(12); err != nil {
+				t.Fatalf("connection %d: %v", len(cs)+1, err)
+			}
+			cs = append(cs, c)
+		}
+		c := dial(t, e.addr)
+		c.raw.SetReadDeadline(time.Now().Add(time.Second))
+		if b, err := c.read(12); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("one more: %q %v, want it closed at once", b, err)
+		}
+		for _, c := range cs {
+			c.raw.Close()
+		}
 	})
 	goroutines(t, base)
 	if n := e.srv.Clients(); n != 0 || held.Load() != 0 {
