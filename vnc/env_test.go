@@ -34,6 +34,7 @@ import (
 	"kvmd/hid"
 	"kvmd/hid/hidtest"
 	"kvmd/hw"
+	"kvmd/internal/colorbars"
 	"kvmd/internal/testutil"
 	"kvmd/internal/viewertest"
 	"kvmd/otg"
@@ -138,13 +139,13 @@ func (f *testFrames) Close() error {
 	return nil
 }
 
-// bars draws the ITU 75 % colour bars, w x h.
+// bars draws vivid's 75 % colour bars, w x h.
 func bars(w, h int) *image.RGBA {
-	cols := []color.RGBA{{191, 191, 191, 255}, {191, 191, 0, 255}, {0, 191, 191, 255}, {0, 191, 0, 255},
-		{191, 0, 191, 255}, {191, 0, 0, 255}, {0, 0, 191, 255}, {0, 0, 0, 255}}
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for i, c := range cols {
-		draw.Draw(img, image.Rect(i*w/len(cols), 0, (i+1)*w/len(cols), h), image.NewUniform(c), image.Point{}, draw.Src)
+	n := len(colorbars.Bars75)
+	for i, c := range colorbars.Bars75 {
+		col := color.RGBA{uint8(c[0]), uint8(c[1]), uint8(c[2]), 255}
+		draw.Draw(img, image.Rect(i*w/n, 0, (i+1)*w/n, h), image.NewUniform(col), image.Point{}, draw.Src)
 	}
 	return img
 }

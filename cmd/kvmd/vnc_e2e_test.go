@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kvmd/internal/colorbars"
 	"kvmd/internal/demo"
 	"kvmd/internal/testutil"
 	"kvmd/internal/viewertest"
@@ -36,6 +37,10 @@ func TestServeVNC(t *testing.T) {
 	img := x.WaitScreen(t, bars, 30*time.Second, func(img image.Image) bool { return viewertest.MeanDiff(img, want, bars) < 10 })
 	if diff := viewertest.MeanDiff(img, want, bars); diff >= 10 {
 		t.Fatalf("the viewer's screen differs from the demo's picture by %.1f\n%s", diff, d.stderr)
+	}
+	// And vivid's bars, as the booted test's checks see them.
+	if _, err := colorbars.Check(img, [4]float64{0, 0, 1920, 1080}, 0.3); err != nil {
+		t.Error(err)
 	}
 	d.stderr.wait(t, `VNC client connected.*user=admin`)
 
