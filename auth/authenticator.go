@@ -34,17 +34,27 @@ const (
 // Methods lists every Method, in the order they are tried (login aside).
 var Methods = [...]Method{MethodHeader, MethodCookie, MethodToken, MethodBasic, MethodPeer, MethodLogin, MethodVNC}
 
-// Principal is who a session or an API token lets in.
+// Principal is who a password, a session or an API token lets in.
 type Principal struct {
 	User string
 	Role Role
 	// Done ends when the session or the token ends (logout, DELETE,
-	// expiry, revocation, the user removed or given another role): the
-	// requests it let in, log follows and WebSockets, end with it.
+	// expiry, revocation, the user removed or given another role), or,
+	// for a password, when the user's entry or role changes (removed,
+	// another password, another role): the requests it let in, log
+	// follows and WebSockets, end with it.
 	Done context.Context
 	// Session is the session's id (SessionInfo.ID); Token the API
 	// token's name.
 	Session, Token string
+	// Recheck, set for the password of a user an External checks, asks
+	// again whether the password is still right (from the cache while
+	// its answer lasts, then the backend) and returns the user's role
+	// now: a change at the backend is seen only by asking. Its 2FA code
+	// is not asked for again. A request that lasts calls it every
+	// RecheckEvery, and ends when it fails or the role changed.
+	Recheck      func(ctx context.Context) (Role, error)
+	RecheckEvery time.Duration
 }
 
 // Result is how an authentication attempt ended, for the counters.
@@ -176,6 +186,13 @@ func New(users *Users, tfa *TOTP, sessions *Sessions, limiter *Limiter, log *slo
 		for _, rc := range c.Roles {
 			if n := sessions.EndUser(rc.User); n > 0 {
 				log.Info("sessions ended: role changed", "user", rc.User, "sessions", n)
+			}
+		}
+		// The users neither file names (an external backend's without a
+		// role line) had the default role, which changed for them.
+		if c.Others {
+			if n := sessions.EndWhere(func(u string) bool { return !c.New.named(u) }); n > 0 {
+				log.Info("sessions ended: the role of users without a role line changed", "sessions", n)
 			}
 		}
 	})
@@ -394,6 +411,44 @@ func (a *Authenticator) Password(ctx context.Context, user, passwd string, m Met
 		a.Log.Info("auth ok", append([]any{"user", user, "method", string(m), "addr", addrString(addr)}, via...)...)
 	}
 	return nil
+}
+
+// Authenticate checks user's password as Password does and returns who it
+// lets in: the user's role now, and the context its requests end with
+// (Principal.Done, and Recheck for a user of an External).
+func (a *Authenticator) Authenticate(ctx context.Context, user, passwd string, m Method, addr netip.Addr) (Principal, error) {
+	// The Snapshot before the check: a change after it ends its
+	// context, whether or not the check saw the change.
+	snap := a.Users.store.Snapshot()
+	if err := a.Password(ctx, user, passwd, m, addr); err != nil {
+		return Principal{}, err
+	}
+	p := Principal{User: user, Role: a.Role(user), Done: snap.done(user)}
+	if !a.Local(user) {
+		p.Recheck, p.RecheckEvery = a.recheck(user, passwd), a.External.recheckEvery()
+	}
+	return p, nil
+}
+
+// recheck returns Principal.Recheck for a password of an External's
+// user: the password part (the 2FA code cut off as Password cut it) asked
+// again, neither limited nor counted as an attempt (it is no guess), and
+// the role then.
+func (a *Authenticator) recheck(user, passwd string) func(ctx context.Context) (Role, error) {
+	code := ""
+	if a.TwoFactor() && len(passwd) >= CodeLen {
+		passwd, code = passwd[:len(passwd)-CodeLen], passwd[len(passwd)-CodeLen:]
+	}
+	return func(ctx context.Context) (Role, error) {
+		_, err := a.External.verify(ctx, user, passwd, code, true, a.now())
+		switch {
+		case errors.Is(err, backend.ErrRejected):
+			return RoleNone, fmt.Errorf("%w: %w", ErrForbidden, err)
+		case err != nil:
+			return RoleNone, err
+		}
+		return a.Role(user), nil
+	}
 }
 
 // Login checks the password and starts a session. expire, when positive,

@@ -115,6 +115,17 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
+// recheckEvery is how often a request that lasts asks again whether its
+// password is still right: the cache's TTL, after which a new request
+// would ask the backend (at least a second; a minute without a cache, so
+// that long requests do not ask it more often than the cache would).
+func (e *External) recheckEvery() time.Duration {
+	if e.ttl <= 0 {
+		return DefaultCacheTTL
+	}
+	return max(e.ttl, time.Second)
+}
+
 // Name is the backend's kind: "ldap", "radius", "http".
 func (e *External) Name() string { return e.backend.Name() }
 

@@ -393,6 +393,24 @@ func (s *Sessions) EndUser(user string) int {
 	return len(list)
 }
 
+// EndWhere ends every session of the users for whom end is true and
+// returns how many there were.
+func (s *Sessions) EndWhere(end func(user string) bool) int {
+	s.mu.Lock()
+	var users []string
+	for u := range s.byUser {
+		if end(u) {
+			users = append(users, u)
+		}
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, u := range users {
+		n += s.EndUser(u)
+	}
+	return n
+}
+
 // Live returns the number of sessions alive at now. It walks them all
 // (at most Max) under the read lock: for a metrics scrape, not per request.
 func (s *Sessions) Live(now time.Time) int {

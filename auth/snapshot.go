@@ -33,6 +33,109 @@ type Snapshot struct {
 	// files may be halfway through a change, so every user is a viewer
 	// and every API token is refused until it is cleared.
 	broken error
+	// live are the users either file names, each with the context the
+	// requests its password let in end with; others is that of every
+	// user neither file names (a user of an external backend without a
+	// role line, or no user at all).
+	live   map[string]*liveUser
+	others *liveUser
+}
+
+// liveUser is what ends the requests a user's password let in (X-KVMD
+// headers, Basic): like a liveToken, it lasts as long as the user's entry
+// (its presence and password) and role do not change, and a change makes
+// a new one and ends the old one's context. Sessions and API tokens have
+// their own (Sessions, liveToken).
+type liveUser struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newLiveUser() *liveUser {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &liveUser{ctx: ctx, cancel: cancel}
+}
+
+// done returns the context the requests user's password lets in now end
+// with: ended by the first change to the user's entry or role.
+func (s *Snapshot) done(user string) context.Context {
+	if lu := s.live[user]; lu != nil {
+		return lu.ctx
+	}
+	if s.others != nil {
+		return s.others.ctx
+	}
+	return ended
+}
+
+// ended is a context that has ended: that of a user of a Snapshot that
+// was never built (the store's placeholder before its first read).
+var ended = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// sameUser reports whether what lets user in is the same in s as in old:
+// the entry (present or not, and its hash) and the role.
+func (s *Snapshot) sameUser(old *Snapshot, user string) bool {
+	o, n := old.users[user], s.users[user]
+	return (o == nil) == (n == nil) && (o == nil || o.text == n.text) && old.Role(user) == s.Role(user)
+}
+
+// named reports whether either file names user.
+func (s *Snapshot) named(user string) bool {
+	_, inUsers := s.users[user]
+	_, inRoles := s.roles[user]
+	return inUsers || inRoles
+}
+
+// buildLive gives s the live users of its names, keeping old's where
+// nothing that decides what they let in changed; every one not kept is
+// for publish to end (endLive).
+func (s *Snapshot) buildLive(old *Snapshot) {
+	s.live = make(map[string]*liveUser, len(s.users)+len(s.roles))
+	keep := func(u string) {
+		if lu := old.live[u]; lu != nil && s.sameUser(old, u) {
+			s.live[u] = lu
+		} else {
+			s.live[u] = newLiveUser()
+		}
+	}
+	newlyNamed := false
+	for u := range s.users {
+		keep(u)
+		newlyNamed = newlyNamed || !old.named(u)
+	}
+	for u := range s.roles {
+		if s.live[u] == nil {
+			keep(u)
+			newlyNamed = newlyNamed || !old.named(u)
+		}
+	}
+	// The others' role is the default one (RoleAdmin, or RoleViewer
+	// while the files cannot be trusted); one of them named now may
+	// have another. Either ends them all.
+	if old.others != nil && !newlyNamed && old.defaultRole() == s.defaultRole() {
+		s.others = old.others
+	} else {
+		s.others = newLiveUser()
+	}
+}
+
+// endLive ends the live users of old that s did not keep, and tells
+// whether old's others were among them.
+func (s *Snapshot) endLive(old *Snapshot) (others bool) {
+	for u, lu := range old.live {
+		if s.live[u] != lu {
+			lu.cancel()
+		}
+	}
+	if old.others != nil && old.others != s.others {
+		old.others.cancel()
+		return true
+	}
+	return false
 }
 
 // userEntry is a user's line of the users file.
@@ -77,11 +180,18 @@ func (s *Snapshot) Users() []string { return slices.Clone(s.order) }
 // cannot be told finished (fail closed). It does not say whether the user
 // exists (Has).
 func (s *Snapshot) Role(user string) Role {
+	if r, ok := s.roles[user]; ok && !s.rolesBroken && s.broken == nil {
+		return r
+	}
+	return s.defaultRole()
+}
+
+// defaultRole is the role of a user the roles file does not name: admin,
+// or viewer while the file cannot be read or a change cannot be told
+// finished (and then everyone's).
+func (s *Snapshot) defaultRole() Role {
 	if s.rolesBroken || s.broken != nil {
 		return RoleViewer
-	}
-	if r, ok := s.roles[user]; ok {
-		return r
 	}
 	return RoleAdmin
 }
@@ -127,6 +237,10 @@ type Change struct {
 	Ended []string
 	// Roles are the users whose role changed.
 	Roles []RoleChange
+	// Others says the role of every user neither file names may have
+	// changed (one was named, or the files became trusted or untrusted):
+	// the users of an external backend without a role line.
+	Others bool
 	// By is who made the change through the daemon; nil for a change of
 	// the files (the commands, an editor).
 	By *Actor
@@ -171,4 +285,4 @@ func (s *Snapshot) diff(old *Snapshot) Change {
 	return c
 }
 
-func (c Change) empty() bool { return len(c.Ended) == 0 && len(c.Roles) == 0 }
+func (c Change) empty() bool { return len(c.Ended) == 0 && len(c.Roles) == 0 && !c.Others }

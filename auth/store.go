@@ -300,6 +300,7 @@ func (s *Store) publish(raw rawFiles, by *Actor, edited bool) {
 	}
 	c := n.diff(old)
 	c.By = by
+	c.Others = n.endLive(old) && !first
 	for _, lt := range old.tokens {
 		if n.tokens[lt.hash] != lt {
 			lt.end()
@@ -310,6 +311,11 @@ func (s *Store) publish(raw rawFiles, by *Actor, edited bool) {
 	}
 	if !first {
 		for _, rc := range c.Roles {
+			if !old.Has(rc.User) && n.Has(rc.User) {
+				// A new user: its role was no other before (the
+				// default role of a name the files lacked is not one).
+				continue
+			}
 			s.log.Info("role changed", append([]any{"user", rc.User, "old", rc.Old.String(), "new", rc.New.String()}, by.logArgs()...)...)
 		}
 	}
@@ -409,6 +415,7 @@ func (s *Store) build(raw, prev rawFiles, old *Snapshot) *Snapshot {
 			n.tokens[e.hash] = s.liveToken(e, old, n, now)
 		}
 	}
+	n.buildLive(old)
 	return n
 }
 

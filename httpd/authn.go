@@ -20,9 +20,10 @@ import (
 // auth.ErrServiceUnavailable when the service behind it is down), and
 // *auth.RateLimitedError; authError turns them into HTTP answers.
 type Authenticator interface {
-	// Password checks user's password (a 2FA code at its end when 2FA
-	// is on), sent by method m from addr.
-	Password(ctx context.Context, user, passwd string, m auth.Method, addr netip.Addr) error
+	// Authenticate checks user's password (a 2FA code at its end when
+	// 2FA is on), sent by method m from addr, and returns who it lets
+	// in: the role, and the context its requests end with.
+	Authenticate(ctx context.Context, user, passwd string, m auth.Method, addr netip.Addr) (auth.Principal, error)
 	// Login checks the password and starts a session, its lifetime
 	// shortened to expire when positive. It returns the session's token
 	// and lifetime (0: none).
@@ -74,12 +75,7 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 		if err := checkPasswd("X-KVMD-Passwd", passwd); err != nil {
 			return Identity{}, err
 		}
-		id := Identity{User: user, Method: auth.MethodHeader}
-		if err := a.Password(ctx, user, passwd, auth.MethodHeader, addr); err != nil {
-			return id, authError(err)
-		}
-		id.Role = a.Role(user)
-		return id, nil
+		return s.password(ctx, user, passwd, auth.MethodHeader, addr)
 	}
 
 	if token, present, err := sessionToken(r); present {
@@ -115,12 +111,7 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 		if err := checkPasswd("password", passwd); err != nil {
 			return Identity{}, err
 		}
-		id := Identity{User: user, Method: auth.MethodBasic}
-		if err := a.Password(ctx, user, passwd, auth.MethodBasic, addr); err != nil {
-			return id, authError(err)
-		}
-		id.Role = a.Role(user)
-		return id, nil
+		return s.password(ctx, user, passwd, auth.MethodBasic, addr)
 	}
 
 	if ci := connInfoFrom(ctx); peerOK && ci != nil && ci.peerOK && !proxied(r.Header) {
@@ -130,6 +121,18 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 		return Identity{User: ci.peerName, Method: auth.MethodPeer, Role: auth.RoleAdmin}, nil
 	}
 	return Identity{}, errUnauthorized
+}
+
+// password is the identity of a password sent with the request (X-KVMD
+// headers, Basic): its requests end when the user's entry or role changes
+// (Principal.Done), and a long one of an external backend's user asks
+// again whether the password still holds (holdStream).
+func (s *Server) password(ctx context.Context, user, passwd string, m auth.Method, addr netip.Addr) (Identity, error) {
+	p, err := s.cfg.Auth.Authenticate(ctx, user, passwd, m, addr)
+	if err != nil {
+		return Identity{User: user, Method: m}, authError(err)
+	}
+	return Identity{User: user, Method: m, Role: p.Role, done: p.Done, recheck: p.Recheck, recheckEvery: p.RecheckEvery}, nil
 }
 
 // crossOrigin refuses a state-changing request (any method but GET, HEAD

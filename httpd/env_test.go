@@ -69,6 +69,8 @@ type envOpts struct {
 	fakeClock bool
 	// wsPerUser and logFollowers: Config.MaxWSPerUser and LogFollowers.
 	wsPerUser, logFollowers int
+	// maxBodies: Config.MaxBodies.
+	maxBodies int64
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -168,7 +170,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		ShutdownTimeout: 2 * time.Second,
 		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),
 		Devices: o.devices, Diagnostics: o.diag,
-		MaxWSPerUser: o.wsPerUser, LogFollowers: o.logFollowers,
+		MaxWSPerUser: o.wsPerUser, LogFollowers: o.logFollowers, MaxBodies: o.maxBodies,
 	}
 	if tfa != nil {
 		cfg.TwoFactor = &auth.Enroll{Path: e.totpPath, Account: "test", Log: log, TOTP: tfa}

@@ -3,14 +3,12 @@ package httpd
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"math"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,30 +127,6 @@ func parseExpire(s string) (time.Duration, error) {
 		return 0, BadParam("expire", "not a whole number of seconds from 0 to "+strconv.FormatInt(maxExpire, 10))
 	}
 	return time.Duration(n) * time.Second, nil
-}
-
-// readBody reads a small request body under its own deadline, so a client
-// that sends its body slowly is cut off.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		// The rest is not wanted: without these net/http drains it, with
-		// no deadline, before the reply leaves and again after.
-		w.Header().Set("Connection", "close")
-		_ = rc.SetReadDeadline(time.Now())
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errTooLarge
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, BadRequest(errBodyTimeout.Error(), err)
-		}
-		return nil, BadRequest("Request body could not be read", err)
-	}
-	_ = rc.SetReadDeadline(time.Time{})
-	return b, nil
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) error {

@@ -36,14 +36,6 @@ type HID interface {
 	Dropped(r hid.DropReason)
 }
 
-// printMaxBody bounds the text of /api/hid/print: aiohttp's default body
-// limit, under which kvmd takes any text (limit=0 types it all).
-const printMaxBody = 1 << 20
-
-// routeMaxBody are the routes whose body may be larger than
-// Config.MaxBody.
-var routeMaxBody = map[string]int64{"/hid/print": printMaxBody}
-
 // keymapsState is kvmd's /api/hid/keymaps result and hid_keymaps event.
 func keymapsState(k *hid.Keymaps) any {
 	type keymaps struct {
@@ -403,9 +395,10 @@ func (s *Server) hidLong(w http.ResponseWriter, r *http.Request, result any, do 
 	case errors.Is(err, hid.ErrNoKeymap):
 		return BadParam("keymap", "not one of GET /api/hid/keymaps's available")
 	case errors.Is(err, hid.ErrUnavailable):
-		return Unavailable("The keyboard is not connected to a host: no USB gadget keyboard, or the gadget is not bound (see /api/info's hw.usb)", err)
+		return NotNow("The keyboard is not connected to a host: no USB gadget keyboard, or the gadget is not bound (see /api/info's hw.usb)", err)
 	case errors.Is(err, hid.ErrStalled):
-		return Unavailable("The host stopped reading the keyboard (it may be asleep); what was held is released", err)
+		// The host's state (asleep, off), as the keyboard without a host.
+		return NotNow("The host stopped reading the keyboard (it may be asleep); what was held is released", err)
 	case errors.Is(err, hid.ErrInterrupted), errors.Is(err, context.Canceled):
 		return &Error{Status: http.StatusConflict, Name: "HidInterruptedError",
 			Msg: "Typing was stopped by another print or shortcut, a reset, the session ending or the host disconnecting; every key was released", Err: err}

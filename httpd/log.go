@@ -51,7 +51,7 @@ func (s *Server) log(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if follow {
-		release, err := s.streams.take(&s.logKind, IdentityFrom(r.Context()))
+		release, err := s.holdStream(w, r, &s.logKind)
 		if err != nil {
 			return err
 		}

@@ -102,6 +102,19 @@ func (q *request) Value(key any) any {
 	return q.Context.Value(key)
 }
 
+// revoke ends the request as its session's end would: for a request let
+// in by a password whose recheck failed (holdStream). It needs end, which
+// every password's request has.
+func (q *request) revoke() {
+	if q.end == nil {
+		return
+	}
+	q.once.Do(q.join)
+	if j := q.joined.Load(); j != nil {
+		j.cancel()
+	}
+}
+
 // release lets go of the session's context once the handler has
 // returned: the AfterFunc registered on it, if Done or Err was asked. A
 // goroutine the handler left behind that asks later gets net/http's

@@ -779,7 +779,7 @@ func TestStdError(t *testing.T) {
 	})
 	s.handle("GET", "/json", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error { return WriteJSON(w, map[string]int{"a": 1}) })
 	s.handle("POST", "/continue", auth.RoleNone, func(w http.ResponseWriter, r *http.Request) error {
-		_, err := s.readBody(w, r)
+		_, err := s.readBody(w, r, 1<<10)
 		if err != nil {
 			return err
 		}

@@ -529,6 +529,10 @@ func TestUsersAPI(t *testing.T) {
 	if strings.Contains(logs, "dave-pass") {
 		t.Errorf("a password is in the log")
 	}
+	// Made with a role: no role of it changed then.
+	if strings.Contains(logs, `msg="role changed" user=dave old=admin`) {
+		t.Errorf("the new user's role is logged as changed from admin")
+	}
 }
 
 // TestTwoFactorEnroll: 2FA turned on from the API only with a code of the

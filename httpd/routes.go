@@ -111,8 +111,17 @@ var rawRouteTable = []route{
 // rawBodyRoutes are the routes whose handler reads the request body
 // itself, as a stream, once the request is authenticated and allowed:
 // no MaxBody, no BodyTimeout, which the handler replaces with its own
-// bounds (an image upload, msd.go). Each is a row of routeTable.
+// bounds (an image upload, msd.go). Each is a row of routeTable. (serve
+// reads every other route's body: bodyRuleOf, bodies.go.)
 var rawBodyRoutes = [][2]string{{"POST", "/msd/write"}}
+
+// printMaxBody bounds the text of /api/hid/print: aiohttp's default body
+// limit, under which kvmd takes any text (limit=0 types it all).
+const printMaxBody = 1 << 20
+
+// routeMaxBody are the routes whose body may be larger than
+// Config.MaxBody (bodyRuleOf).
+var routeMaxBody = map[string]int64{"/hid/print": printMaxBody}
 
 // route is a row of the route table.
 type route struct {

@@ -79,7 +79,11 @@ type Config struct {
 	// bundle (package diag), to administrators.
 	Diagnostics DiagSource
 
-	MaxBody           int64         // default 4 KiB
+	MaxBody int64 // default 4 KiB
+	// MaxBodies bounds the bytes held at once in request bodies larger
+	// than MaxBody (a print's text), of which users below admin hold
+	// three quarters (bodies.go); default DefaultMaxBodies.
+	MaxBodies         int64
 	ReadHeaderTimeout time.Duration // default 10 s
 	BodyTimeout       time.Duration // default 10 s
 	IdleTimeout       time.Duration // default 2 min
@@ -102,9 +106,12 @@ type Server struct {
 	refusals refusals
 	done     chan struct{}
 	// streams shares out the requests that hold a connection for long
-	// (shares.go): WebSockets and log follows.
-	streams                  *streams
-	wsKind, logKind, vncKind streamKind
+	// (shares.go): WebSockets, log follows, video streams, snapshots,
+	// VNC connections.
+	streams                                           *streams
+	wsKind, logKind, videoKind, snapshotKind, vncKind streamKind
+	// bodies is the budget of the bytes held in large request bodies.
+	bodies *bodies
 	// base is every request's parent context (http.Server.BaseContext):
 	// shutdown cancels it right after closing done, which ends the
 	// streams (log follows, WebSockets, bundles) without a goroutine per
@@ -120,6 +127,9 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 4 << 10
+	}
+	if cfg.MaxBodies <= 0 {
+		cfg.MaxBodies = DefaultMaxBodies
 	}
 	if cfg.ReadHeaderTimeout <= 0 {
 		cfg.ReadHeaderTimeout = 10 * time.Second
@@ -148,7 +158,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, routes: map[string]*pathRoutes{}, raw: map[string]*pathRoutes{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy, cfg.Log)
 	s.streams = newStreams(s.conns.max, cfg.Log)
+	s.bodies = &bodies{max: cfg.MaxBodies}
 	s.wsKind = streamKind{name: "WebSockets", perUser: cfg.MaxWSPerUser}
+	s.videoKind = streamKind{name: "video streams", perUser: DefaultVideoPerUser}
+	s.snapshotKind = streamKind{name: "snapshots", perUser: DefaultSnapshotsPerUser}
 	s.logKind = streamKind{name: "log follows", perUser: max(cfg.LogFollowers/4, 1), max: cfg.LogFollowers}
 	s.vncKind = streamKind{name: "VNC connections", perUser: DefaultVNCPerUser}
 	if cfg.LogFollowers >= 2 {
@@ -297,33 +310,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 	if rt == nil {
 		return methodNotAllowed(p.allow)
 	}
-	maxBody := s.cfg.MaxBody
-	if n := routeMaxBody[path]; n > 0 {
-		maxBody = n
+	rule := s.bodyRuleOf(p, r.Method, path)
+	hasBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+	if hasBody && !rule.raw && r.ContentLength > rule.limit {
+		return errTooLarge
 	}
-	raw := p.rawBody[r.Method]
-	if raw {
-		// The body is the handler's; one it leaves unread (an error,
-		// authentication first) is not drained: the connection closes.
+	read := false
+	if hasBody {
+		// A body is read only once the request is let in (bodies.go); one
+		// answered before it is read (refused, or an error of a handler
+		// that reads its own) is not drained: the connection closes.
 		defer func() {
-			if err != nil {
+			if err != nil && !read {
 				w.Header().Set("Connection", "close")
 				_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 			}
 		}()
-	} else if r.ContentLength > maxBody {
-		return errTooLarge
-	}
-	// Any body is read whole now, under the size limit and the body
-	// deadline, whether or not the handler wants it: net/http would
-	// otherwise drain an unread one after the handler, with neither.
-	if !raw && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		body, err := s.readBody(w, r)
-		if err != nil {
-			return err
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	if rt.role != auth.RoleNone {
 		who, err := s.authenticate(r, rt.creds&viaPeer != 0)
@@ -337,11 +339,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 		if who.Role < rt.role {
 			return roleError(who.Role, rt.role)
 		}
-		// The request ends when its session or token does (request.Done).
+		// The request ends when its session, token or the user's
+		// password does (request.Done).
 		q.end = who.done
 	}
 	if err := checkQuery(r, q); err != nil {
 		return err
+	}
+	if hasBody && !rule.raw {
+		// Read whole now, under the size limit, the budget and the body
+		// deadline, whether or not the handler wants it: net/http would
+		// otherwise drain an unread one after the handler, with none.
+		body, release, err := s.takeBody(w, r, q.id, rule)
+		read = true // or refused, and the connection closes (takeBody)
+		if err != nil {
+			return err
+		}
+		defer release()
+		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	return rt.handler(s, w, r)
 }
@@ -361,8 +376,13 @@ type Identity struct {
 	// Session is the session's id (cookie), APIToken the API token's
 	// name (bearer).
 	Session, APIToken string
-	// done ends when the session or API token does.
+	// done ends when the session or API token does, or for a password
+	// when the user's entry or role changes.
 	done context.Context
+	// recheck, for a password of an external backend's user, asks again
+	// whether it holds, every recheckEvery (auth.Principal.Recheck).
+	recheck      func(context.Context) (auth.Role, error)
+	recheckEvery time.Duration
 }
 
 // IdentityFrom returns the identity of an authenticated request's context.

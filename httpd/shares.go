@@ -1,6 +1,7 @@
 package httpd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,17 +27,31 @@ const DefaultLogFollowers = 20
 // on a few screens.
 const DefaultVNCPerUser = 4
 
+// DefaultVideoPerUser bounds one user's video streams (/streamer/stream,
+// and the media WebSocket and WHEP sessions to come): a page shows one
+// stream; eight leaves a user several tabs and a recorder, and each holds
+// a connection to the streamer and a buffer of a frame.
+const DefaultVideoPerUser = 8
+
+// DefaultSnapshotsPerUser bounds one user's snapshots in flight at once:
+// one may wait seconds for the streamer to start, and holds a picture.
+const DefaultSnapshotsPerUser = 4
+
 // A stream is a request that holds its connection for long: a WebSocket,
-// a log follow. Without shares, one viewer's token opening a thousand
-// WebSockets held every connection the server may have open
-// (Config.MaxConns), and each new connection was then closed at once,
-// an admin's login too; twenty follows held every --log-followers slot.
-// So streams are shared out:
+// a log follow, a video stream, a snapshot (which may wait for the
+// streamer to start). Without shares, one viewer's token opening a
+// thousand WebSockets, or video streams, held every connection the server
+// may have open (Config.MaxConns), and each new connection was then
+// closed at once, an admin's login too; twenty follows held every
+// --log-followers slot. So streams are shared out (holdStream is the one
+// call that takes a share):
 //
 //   - by user: one user (whatever the credential: password, session, API
 //     token; every session and token of the user together) holds at most
 //     perUser streams of a kind: Config.MaxWSPerUser WebSockets, a
-//     quarter of Config.LogFollowers follows. Beyond: 429.
+//     quarter of Config.LogFollowers follows, DefaultVideoPerUser video
+//     streams, DefaultSnapshotsPerUser snapshots, DefaultVNCPerUser VNC
+//     connections (HoldVNC). Beyond: 429.
 //   - ordinary users (below admin) together hold at most three quarters
 //     of Config.MaxConns in streams of every kind, and four fifths of the
 //     log follows: the rest is kept for admins, logins and short
@@ -109,7 +124,7 @@ func (s *streams) take(k *streamKind, id Identity) (release func(), err error) {
 			Msg: fmt.Sprintf("All the %s open to users below admin are taken; try again later", k.name)}
 	case !admin && s.ordinary >= s.budget:
 		e = &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Expected: true,
-			Msg: "Too many connections are held open by WebSockets, log follows and VNC connections; try again later"}
+			Msg: "Too many connections are held open by long requests (WebSockets, log follows, video streams, snapshots, VNC connections); try again later"}
 	}
 	if e != nil {
 		held, logNow := s.noteLocked(key)
@@ -191,4 +206,68 @@ func (s *streams) noteLocked(key shareKey) (held int, now bool) {
 	}
 	held, l.last, l.held = l.held, t, 0
 	return held, true
+}
+
+// holdStream is the one call a request that holds its connection for long
+// makes before it begins: a WebSocket, a log follow, a video stream, a
+// snapshot, and any such endpoint to come (the media WebSocket, WHEP),
+// with the kind it counts under. It takes the identity's share of k; a
+// refusal (429 beyond the user's share, 503 beyond what users below admin
+// may hold together) is an error in the envelope, and the connection is
+// closed after it, so that its place goes back at once. For the password
+// of an external backend's user it also asks, every so often, whether the
+// password still holds (auth.Principal.Recheck), and ends the request when
+// it does not: a change at the backend is seen only by asking. (Every
+// other identity's requests end by themselves when it is revoked:
+// request.Done.) release gives everything back; call it when the request
+// ends (defer).
+func (s *Server) holdStream(w http.ResponseWriter, r *http.Request, k *streamKind) (release func(), err error) {
+	id := IdentityFrom(r.Context())
+	give, err := s.streams.take(k, id)
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		return nil, err
+	}
+	q := requestFrom(r.Context())
+	if id.recheck == nil || q == nil || id.recheckEvery <= 0 {
+		return give, nil
+	}
+	stop := s.recheckPassword(q, id)
+	return func() { stop(); give() }, nil
+}
+
+// recheckPassword asks every id.recheckEvery whether id's password still
+// lets it in with the same role, until the request ends or stop is
+// called; when it does not, the request ends (request.revoke).
+func (s *Server) recheckPassword(q *request, id Identity) (stop func()) {
+	ctx, cancel := context.WithCancel(q)
+	go func() {
+		t := time.NewTicker(id.recheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			role, err := id.recheck(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil || role != id.Role {
+				why := "the password is no longer accepted"
+				if err == nil {
+					why = "the role changed from " + id.Role.String() + " to " + role.String()
+				}
+				args := []any{"user", auth.LogName(id.User), "method", string(id.Method), "why", why}
+				if err != nil {
+					args = append(args, "err", err)
+				}
+				s.cfg.Log.Info("request ended: its credentials changed", args...)
+				q.revoke()
+				return
+			}
+		}
+	}()
+	return cancel
 }

@@ -39,12 +39,19 @@ const defaultStreamWriteTimeout = 20 * time.Second
 
 // ocrUnavailable answers kvmd's /streamer/ocr: this daemon has no OCR.
 func ocrUnavailable(*Server, http.ResponseWriter, *http.Request) error {
-	return Unavailable("OCR is not available in this daemon", nil)
+	return errNoOCR
 }
+
+// errNoOCR answers what asks for OCR (/streamer/ocr, a snapshot with
+// ocr=1): a part this daemon does not have, an expected refusal (NotNow)
+// logged at info at a bounded rate, never an error line each.
+var errNoOCR = NotNow("OCR is not available in this daemon", nil)
 
 // streamerError maps the streamer's errors to kvmd's answers: kvmd
 // answers a snapshot it cannot take with a bare UnavailableError (503);
-// here the message says why.
+// here the message says why. No streamer installed, no capture, no
+// signal, no saved snapshot are states of the device, not faults
+// (NotNow); a streamer that does not answer is one.
 func streamerError(err error) error {
 	var pe *streamer.ParamError
 	switch {
@@ -59,13 +66,13 @@ func streamerError(err error) error {
 	case errors.Is(err, streamer.ErrH264NotSupported):
 		return &Error{Status: http.StatusBadRequest, Name: "StreamerH264NotSupported", Msg: "This streamer does not support H264"}
 	case errors.Is(err, streamer.ErrNotInstalled):
-		return Unavailable("No streamer: ustreamer is not installed (install the ustreamer package)", err)
+		return NotNow("No streamer: ustreamer is not installed (install the ustreamer package)", err)
 	case errors.Is(err, streamer.ErrNoCapture):
-		return Unavailable("No streamer: no video capture device was found", err)
+		return NotNow("No streamer: no video capture device was found", err)
 	case errors.Is(err, streamer.ErrOffline):
-		return Unavailable("No signal: the picture is offline (allow_offline=1 takes it anyway)", nil)
+		return NotNow("No signal: the picture is offline (allow_offline=1 takes it anyway)", nil)
 	case errors.Is(err, streamer.ErrNoSnapshot):
-		return Unavailable("No saved snapshot (take one with save=1)", nil)
+		return NotNow("No saved snapshot (take one with save=1)", nil)
 	case errors.Is(err, context.Canceled):
 		return err
 	}
@@ -163,12 +170,17 @@ func (s *Server) streamerSnapshot(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	if ocr {
-		return Unavailable("OCR is not available in this daemon", nil)
+		return errNoOCR
 	}
 	st, err := s.streamer()
 	if err != nil {
 		return err
 	}
+	release, err := s.holdStream(w, r, &s.snapshotKind)
+	if err != nil {
+		return err
+	}
+	defer release()
 	snap, err := st.Snapshot(r.Context(), save, load, allowOffline)
 	if err != nil {
 		return streamerError(err)
@@ -217,6 +229,11 @@ func (s *Server) streamerRawSnapshot(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	release, err := s.holdStream(w, r, &s.snapshotKind)
+	if err != nil {
+		return err
+	}
+	defer release()
 	snap, err := st.RawSnapshot(r.Context())
 	if err != nil {
 		return streamerError(err)
@@ -246,6 +263,11 @@ func (s *Server) streamerStream(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
+	release, err := s.holdStream(w, r, &s.videoKind)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go func() {
@@ -255,11 +277,11 @@ func (s *Server) streamerStream(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 		}
 	}()
-	resp, release, err := st.Stream(ctx, r.URL.RawQuery)
+	resp, done, err := st.Stream(ctx, r.URL.RawQuery)
 	if err != nil {
 		return streamerError(err)
 	}
-	defer release()
+	defer done()
 	defer resp.Body.Close()
 	h := w.Header()
 	for _, k := range streamHeaders {

@@ -40,9 +40,8 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkHandshake(r); err != nil {
 		return err
 	}
-	release, err := s.streams.take(&s.wsKind, IdentityFrom(r.Context()))
+	release, err := s.holdStream(w, r, &s.wsKind)
 	if err != nil {
-		w.Header().Set("Connection", "close") // its place goes back at once
 		return err
 	}
 	defer release()
@@ -93,7 +92,12 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	rctx, rcancel := context.WithCancel(context.Background())
 	defer rcancel()
 	readErr := make(chan error, 1)
-	in := wsInput{hid: d.HID, operator: IdentityFrom(r.Context()).Role >= auth.RoleOperator}
+	id := IdentityFrom(ctx)
+	in := wsInput{hid: d.HID, operator: id.Role >= auth.RoleOperator, revoked: func() bool {
+		// The identity's own context first: it ends at the change itself
+		// (the request's follows it a moment later).
+		return id.done != nil && id.done.Err() != nil || ctx.Err() != nil
+	}}
 	// Keys and buttons a client held when it left are released (kvmd
 	// clears its HID when a WebSocket client goes).
 	defer in.leave()
@@ -258,9 +262,14 @@ func parseWSEvent(msg []byte) (eventType string, event json.RawMessage, ok bool)
 // wsInput is one WebSocket client's keyboard and mouse input: an
 // operator's reaches the HID, a viewer's is dropped, as is a malformed
 // message (the socket stays open, as kvmd's does); drops are counted.
+// Once the identity that opened the socket is revoked (its session or
+// token ended, its user removed or given another role: revoked), nothing
+// more reaches the HID, from that moment and not only once the socket has
+// closed.
 type wsInput struct {
 	hid      HID
 	operator bool
+	revoked  func() bool
 	mu       sync.Mutex // the reader applies, the handler leaves
 	sent     bool
 	left     bool
@@ -275,14 +284,14 @@ func (in *wsInput) drop(r hid.DropReason) {
 func (in *wsInput) apply(ev hid.Event, err error) {
 	switch {
 	case in.hid == nil:
-	case !in.operator:
+	case !in.operator || in.revoked != nil && in.revoked():
 		in.drop(hid.DropForbidden)
 	case err != nil:
 		in.drop(hid.DropMalformed)
 	default:
 		in.mu.Lock()
 		defer in.mu.Unlock()
-		if !in.left {
+		if !in.left && (in.revoked == nil || !in.revoked()) {
 			in.hid.Apply(ev)
 			in.sent = true
 		}

@@ -81,6 +81,12 @@ var (
 	Smith = User{"smith, john", "john-secret", `uid=smith\, john,ou=people,` + BaseDN}
 )
 
+// RootDN is the directory's administrator, whose password is
+// rootPassword: the tests change entries as it (SetPassword, Modify).
+const RootDN = "cn=admin," + BaseDN
+
+const rootPassword = "kvmd-test-root"
+
 // A Server is a running slapd.
 type Server struct {
 	// URL is ldap://127.0.0.1:port, which offers StartTLS.
@@ -113,7 +119,7 @@ func Start(t testing.TB) *Server {
 	}
 	files := map[string]string{
 		"ad.schema":  adSchema,
-		"slapd.conf": strings.ReplaceAll(slapdConf, "DIR", dir),
+		"slapd.conf": strings.NewReplacer("DIR", dir, "ROOTPW", rootPassword).Replace(slapdConf),
 		"seed.ldif":  seedLDIF(),
 	}
 	for name, text := range files {
@@ -208,6 +214,36 @@ func (s *Server) ping() error {
 		}
 	}
 	return nil
+}
+
+// Modify changes an entry as the directory's administrator would: the
+// attribute's values replaced, or taken away when values is empty.
+func (s *Server) Modify(t testing.TB, dn, attr string, values ...string) {
+	t.Helper()
+	c, err := ldap.DialURL(s.URL, ldap.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetTimeout(5 * time.Second)
+	if err := c.Bind(RootDN, rootPassword); err != nil {
+		t.Fatalf("binding as %s: %v", RootDN, err)
+	}
+	m := ldap.NewModifyRequest(dn, nil)
+	if len(values) == 0 {
+		m.Delete(attr, nil)
+	} else {
+		m.Replace(attr, values)
+	}
+	if err := c.Modify(m); err != nil {
+		t.Fatalf("modifying %s: %v", dn, err)
+	}
+}
+
+// SetPassword gives u another password in the directory.
+func (s *Server) SetPassword(t testing.TB, u User, passwd string) {
+	t.Helper()
+	s.Modify(t, u.DN, "userPassword", ssha(passwd))
 }
 
 func freePorts(n int) ([]string, error) {
@@ -358,6 +394,7 @@ allow bind_anon_dn
 database mdb
 suffix "dc=example,dc=org"
 rootdn "cn=admin,dc=example,dc=org"
+rootpw ROOTPW
 directory DIR/db
 maxsize 16777216
 index objectClass eq
