@@ -3,12 +3,15 @@ package httpd
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"kvmd/auth"
+	"kvmd/hw"
+	"kvmd/streamer"
 )
 
 // TestRefusalsLoggedAtInfoRateLimited: a viewer asking for a stub that
@@ -70,5 +73,47 @@ func TestRefusalsLoggedAtInfoRateLimited(t *testing.T) {
 	}
 	if got := lines(`level=ERROR msg="request failed"`); len(got) != 2 || !strings.Contains(got[0], "a real fault") {
 		t.Errorf("fault lines %q, want an error line each", got)
+	}
+}
+
+// TestStubRefusalsNotErrors: every stub and every known state of the
+// device a request may find (no OCR in this daemon, no streamer running
+// or installed, no saved snapshot) is a refusal, logged at info at most
+// once a minute for its kind: not one ERROR line for 30 requests of each.
+// Before the mend the OCR stubs wrote an error line each (300 requests,
+// 300 lines), as did the streamer's known states.
+func TestStubRefusalsNotErrors(t *testing.T) {
+	viewer := xhdr("viewer", "viewer pass")
+	d, _ := testDevices(t)
+	noStreamer := newEnv(t, envOpts{devices: d})
+	withStreamer := newStreamerEnv(t, hw.CaptureVivid, 320, 240, gradient, nil)
+	notInstalled := newStreamerEnv(t, hw.CaptureVivid, 320, 240, gradient, nil)
+	notInstalled.l.ProbeErr = streamer.ErrNotInstalled
+	for _, tc := range []struct {
+		name string
+		e    *env
+		path string
+	}{
+		{"OCR", noStreamer, "/api/streamer/ocr"},
+		{"OCR beside a streamer", withStreamer.env, "/api/streamer/ocr"},
+		{"a snapshot's OCR", withStreamer.env, "/api/streamer/snapshot?ocr=1"},
+		{"no streamer", noStreamer, "/api/streamer/snapshot"},
+		{"no saved snapshot", withStreamer.env, "/api/streamer/snapshot?load=1"},
+		{"ustreamer not installed", notInstalled.env, "/api/streamer/snapshot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := strings.Count(tc.e.logs.String(), "level=ERROR")
+			for range 30 {
+				if r := tc.e.req("GET", tc.path, viewer, ""); r.status != 503 || r.errName != "UnavailableError" {
+					t.Fatalf("%s: %d %s", tc.path, r.status, r.body)
+				}
+			}
+			if n := strings.Count(tc.e.logs.String(), "level=ERROR") - before; n != 0 {
+				t.Errorf("%d error lines for 30 refusals of %s:\n%s", n, tc.path, tc.e.logs.String())
+			}
+		})
+	}
+	if !slices.ContainsFunc(routeTable, func(r route) bool { return r.path == "/streamer/ocr" }) {
+		t.Error("no /streamer/ocr row: the test names the stubs of the route table")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"kvmd/auth"
+	"kvmd/hw"
 	"kvmd/journal"
 	"kvmd/journal/journaltest"
 )
@@ -283,7 +284,7 @@ func TestVNCShare(t *testing.T) {
 			t.Fatalf("the operator's WebSocket %d: %d", i+1, st)
 		}
 	}
-	if _, err := e.srv.HoldVNC("operator", auth.RoleOperator); err == nil || !strings.Contains(err.Error(), "VNC connections; try again later") {
+	if _, err := e.srv.HoldVNC("operator", auth.RoleOperator); err == nil || !strings.Contains(err.Error(), "VNC connections); try again later") {
 		t.Errorf("beyond three quarters: %v", err)
 	}
 	if release, err := e.srv.HoldVNC("admin", auth.RoleAdmin); err != nil {
@@ -298,4 +299,62 @@ func TestVNCShare(t *testing.T) {
 	} else {
 		release()
 	}
+}
+
+// held is how many streams of kind k user holds.
+func held(e *env, k *streamKind, user string) int {
+	e.srv.streams.mu.Lock()
+	defer e.srv.streams.mu.Unlock()
+	return e.srv.streams.byUser[shareKey{k, user}]
+}
+
+// TestVideoShares: video streams (/streamer/stream) and snapshots count
+// against their user's share (DefaultVideoPerUser, DefaultSnapshotsPerUser:
+// beyond, 429) and, with WebSockets, against what users below admin may
+// hold together (503), which leaves an admin room. Before the fix one
+// viewer's token opened a stream on every connection the daemon had.
+func TestVideoShares(t *testing.T) {
+	// 16 connections: users below admin hold 12 in long requests.
+	e := newStreamerEnvWith(t, hw.CaptureVivid, 320, 240, gradient, nil, envOpts{maxConns: 16, wsPerUser: 16})
+	viewer := bearer(e.mkToken(t, xhdr("viewer", "viewer pass"), `{"name":"v"}`))
+	// The picture is offline: a snapshot waits for a signal until the
+	// streamer's snapshot timeout.
+	e.l.Online = func() bool { return false }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range DefaultVideoPerUser {
+		if resp := e.openStream(t, ctx, "", viewer); resp.StatusCode != 200 {
+			t.Fatalf("the viewer's stream %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	resp := e.openStream(t, ctx, "", viewer)
+	if resp.StatusCode != 429 || !resp.Close {
+		t.Errorf("the viewer's stream %d: %d", DefaultVideoPerUser+1, resp.StatusCode)
+	} else if r := parseReply(t, resp); !strings.Contains(r.errMsg, "video streams") {
+		t.Errorf("the refusal: %s", r.body)
+	}
+	for range DefaultSnapshotsPerUser {
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.base+"/api/streamer/snapshot", nil)
+		req.Header.Set("Authorization", viewer["Authorization"])
+		go func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	eventually(t, "the snapshots waiting", func() bool { return held(e.env, &e.srv.snapshotKind, "viewer") == DefaultSnapshotsPerUser })
+	if r := e.req("GET", "/streamer/snapshot", viewer, ""); r.status != 429 {
+		t.Errorf("one snapshot more: %d %s", r.status, r.body)
+	}
+	// 8 streams and 4 snapshots: the 12 that users below admin may hold.
+	// Another user is refused (503), an admin is not.
+	operator := map[string]string{"Authorization": basic("operator", "operator-pass")}
+	if st := wsStatus(t, e.env, http.Header{"Authorization": {operator["Authorization"]}}); st != 503 {
+		t.Errorf("an operator's WebSocket beside them: %d", st)
+	}
+	if resp := e.openStream(t, ctx, "", admin); resp.StatusCode != 200 {
+		t.Errorf("an admin's stream beside them: %d", resp.StatusCode)
+	}
+	cancel()
+	eventually(t, "the streams given back", func() bool { return held(e.env, &e.srv.videoKind, "viewer") == 0 })
 }

@@ -32,6 +32,13 @@ type streamerEnv struct {
 
 func newStreamerEnv(t *testing.T, kind string, w, h int, src streamertest.Source, tweak func(*Devices)) *streamerEnv {
 	t.Helper()
+	return newStreamerEnvWith(t, kind, w, h, src, tweak, envOpts{})
+}
+
+// newStreamerEnvWith is newStreamerEnv with the env's options o (its
+// devices are the streamer's).
+func newStreamerEnvWith(t *testing.T, kind string, w, h int, src streamertest.Source, tweak func(*Devices), o envOpts) *streamerEnv {
+	t.Helper()
 	d, _ := testDevices(t)
 	l := &streamertest.Launcher{Width: w, Height: h, Source: src}
 	dir, err := os.MkdirTemp("", "kvst")
@@ -55,7 +62,8 @@ func newStreamerEnv(t *testing.T, kind string, w, h int, src streamertest.Source
 	if tweak != nil {
 		tweak(d)
 	}
-	return &streamerEnv{env: newEnv(t, envOpts{devices: d}), st: st, l: l}
+	o.devices = d
+	return &streamerEnv{env: newEnv(t, o), st: st, l: l}
 }
 
 // gradient is a picture whose left is black and right white.
