@@ -20,10 +20,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -373,21 +375,20 @@ func (h *HID) cancelJob() {
 // has taken the last report, or with ctx's error, ErrInterrupted or
 // ErrStalled; then every key was released.
 func (h *HID) SendKeys(ctx context.Context, seq []KeyPress, delay time.Duration) error {
+	return h.sendKeys(ctx, slices.Values(seq), delay)
+}
+
+// sendKeys is SendKeys of a sequence made as it is typed: the job is the
+// current one (a reset or another print stops it) before the first step
+// is made.
+func (h *HID) sendKeys(ctx context.Context, seq iter.Seq[KeyPress], delay time.Duration) error {
 	if h.kbd.gone.Load() {
 		return ErrUnavailable
 	}
 	ctx, end := h.startJob(ctx)
 	defer end()
 	gen := h.kbd.generation()
-	for i := 0; i <= len(seq); i++ {
-		if i == len(seq) {
-			// Typed when the host has taken the last report.
-			if err := h.kbd.drain(ctx, gen, PrintStall); err != nil {
-				return h.endKeys(ctx, err)
-			}
-			return nil
-		}
-		kp := seq[i]
+	for kp := range seq {
 		if delay > 0 {
 			t := time.NewTimer(delay)
 			select {
@@ -404,6 +405,10 @@ func (h *HID) SendKeys(ctx context.Context, seq []KeyPress, delay time.Duration)
 			return h.endKeys(ctx, err)
 		}
 		h.bump()
+	}
+	// Typed when the host has taken the last report.
+	if err := h.kbd.drain(ctx, gen, PrintStall); err != nil {
+		return h.endKeys(ctx, err)
 	}
 	return nil
 }
@@ -437,14 +442,38 @@ func (h *HID) Shortcut(ctx context.Context, keys []Key) error {
 }
 
 // Print types text with the named keymap ("" for the default), waiting
-// delay before each key event (see SendKeys).
+// delay before each key event (see SendKeys). The key events are made
+// from the text as it is typed, a character at a time (typeSeq), so a
+// print holds its text and one character's events, never one event of
+// every character at once (a 1 MiB text made 230 MiB of them before it
+// typed the first); and a reset stops it from its start.
 func (h *HID) Print(ctx context.Context, text, keymap string, delay time.Duration) error {
 	km, err := h.keymaps.Get(keymap)
 	if err != nil {
 		return err
 	}
-	seq, _ := km.Type(text)
-	return h.SendKeys(ctx, seq, delay)
+	return h.sendKeys(ctx, typeSeq(km, text), delay)
+}
+
+// typeSeq is the key presses of km.Type(text), made as they are taken.
+func typeSeq(km *Keymap, text string) iter.Seq[KeyPress] {
+	return func(yield func(KeyPress) bool) {
+		t := km.Typer()
+		var buf []KeyPress // one character's presses, its array reused
+		for _, r := range text {
+			buf = t.Rune(buf[:0], r)
+			for _, kp := range buf {
+				if !yield(kp) {
+					return
+				}
+			}
+		}
+		for _, kp := range t.End(buf[:0]) {
+			if !yield(kp) {
+				return
+			}
+		}
+	}
 }
 
 // Keymaps returns the keymaps print knows.

@@ -275,11 +275,12 @@ func printText(r *http.Request, body []byte) (string, error) {
 		}
 		return string(body), nil
 	case "iso-8859-1", "latin1", "latin-1":
-		rs := make([]rune, len(body))
-		for i, b := range body {
-			rs[i] = rune(b)
+		var b strings.Builder
+		b.Grow(len(body) + len(body)/4)
+		for _, c := range body {
+			b.WriteRune(rune(c))
 		}
-		return string(rs), nil
+		return b.String(), nil
 	}
 	return "", BadRequest("Unsupported charset "+strconv.Quote(charset)+": send UTF-8", nil)
 }
@@ -308,8 +309,8 @@ func (s *Server) hidPrint(w http.ResponseWriter, r *http.Request) error {
 			return BadParam("limit", "not an integer >= 0 (0: no limit)")
 		}
 	}
-	if limit > 0 && utf8.RuneCountInString(text) > limit {
-		text = string([]rune(text)[:limit])
+	if limit > 0 {
+		text = firstRunes(text, limit)
 	}
 	keymap := strings.TrimSpace(query(r).Get("keymap"))
 	km, err := s.cfg.Devices.HID.Keymaps().Get(keymap)
@@ -352,6 +353,18 @@ func printResult(sk hid.Skipped) any {
 	return struct {
 		Skipped skipped `json:"skipped"`
 	}{skipped{sk.Count, chars}}
+}
+
+// firstRunes returns the first n characters of s (all of it when it has
+// fewer), without a copy.
+func firstRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
 
 // hidLong runs a print or a shortcut, bound to the session (or API token)

@@ -475,3 +475,16 @@ func TestHIDMouseOutput(t *testing.T) {
 		t.Errorf("the relative mouse, left: %s, want its buttons released", got)
 	}
 }
+
+// TestFirstRunes: print's limit counts characters, not bytes.
+func TestFirstRunes(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"Zähler", 2, "Zä"}, {"Zähler", 6, "Zähler"}, {"Zähler", 60, "Zähler"}, {"€x", 1, "€"}, {"", 3, ""}} {
+		if got := firstRunes(tc.s, tc.n); got != tc.want {
+			t.Errorf("firstRunes(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
