@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"kvmd/msd"
@@ -64,16 +65,18 @@ func msdError(err error) error {
 // imageName reads an image name as kvmd's valid_msd_image_name does
 // (prefix, then image, joined with a slash, empty parts dropped), but of
 // one part only: this storage has no subdirectories. allowEmpty lets ""
-// through (set_params: no image).
+// through (set_params: no image). A name is taken as it is written: one
+// with a space at either end is refused (CheckName), never stored
+// trimmed, so that the name you give is the name you get.
 func imageName(r *http.Request, withPrefix, allowEmpty bool) (string, error) {
 	q := r.URL.Query()
-	raw := strings.TrimSpace(q.Get("image"))
+	raw := q.Get("image")
 	if withPrefix {
-		raw = strings.TrimSpace(q.Get("prefix")) + "/" + raw
+		raw = q.Get("prefix") + "/" + raw
 	}
 	var parts []string
 	for _, p := range strings.Split(raw, "/") {
-		if p = strings.TrimSpace(p); p != "" {
+		if p != "" {
 			parts = append(parts, p)
 		}
 	}
@@ -216,6 +219,11 @@ type stallReader struct {
 	rc    *http.ResponseController
 	stall time.Duration
 	last  time.Time
+	// stopped says a read failed on its deadline before the stall's
+	// time: the context's end moved it (net/http ends the request's
+	// context itself after a failed read, so the context's state after
+	// the failure does not tell which came first).
+	stopped atomic.Bool
 }
 
 func newStallReader(ctx context.Context, w http.ResponseWriter, r io.Reader, stall time.Duration) (*stallReader, func()) {
@@ -229,7 +237,11 @@ func (b *stallReader) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(now.Add(b.stall))
 		b.last = now
 	}
-	return b.r.Read(p)
+	n, err := b.r.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(b.last.Add(b.stall)) {
+		b.stopped.Store(true)
+	}
+	return n, err
 }
 
 // POST /api/msd/write?image=NAME with the image as the raw body, its size
@@ -243,8 +255,10 @@ func (s *Server) msdWrite(w http.ResponseWriter, r *http.Request) error {
 	if _, err := queryBool(r, "remove_incomplete", false); err != nil {
 		return err
 	}
-	if r.ContentLength < 0 {
-		return BadParam("Content-Length", "the image's size is needed (a chunked body is not taken)")
+	// Without the header net/http reads no body (ContentLength 0): an
+	// image of nothing, which the docs say is refused.
+	if r.ContentLength < 0 || r.Header.Get("Content-Length") == "" {
+		return BadParam("Content-Length", "the image's size is needed (a chunked body, or none, is not taken)")
 	}
 	m, err := s.msdDrive()
 	if err != nil {
@@ -263,7 +277,7 @@ func (s *Server) msdWrite(w http.ResponseWriter, r *http.Request) error {
 		err = u.Commit()
 	} else {
 		u.Abort()
-		err = cutError(err, u.Written(), u.Size(), s.msdStall())
+		err = cutError(body.stopped.Load(), err, u.Written(), u.Size(), s.msdStall())
 	}
 	if err != nil {
 		return msdError(err)
@@ -272,18 +286,22 @@ func (s *Server) msdWrite(w http.ResponseWriter, r *http.Request) error {
 	return WriteJSON(w, newWriteInfo(name, u.Size(), u.Written()))
 }
 
-// cutError says why an upload stopped short.
-func cutError(err error, written, size int64, stall time.Duration) error {
+// cutError says why an upload stopped short. stopped, the transfer's
+// context ending first, is asked before the error: it cuts a read short
+// by moving the read deadline to now (stallReader), so its error is a
+// deadline's too, which is no stall. Over HTTP/2 a client that goes away
+// ends the context as well.
+func cutError(stopped bool, err error, written, size int64, stall time.Duration) error {
 	var e *msd.Error
 	if errors.As(err, &e) {
 		return err
 	}
 	why := "The upload was cut"
 	switch {
+	case stopped || errors.Is(err, context.Canceled):
+		why = "The upload was stopped (the client went away, its session ended or the daemon is shutting down)"
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		why = fmt.Sprintf("The upload stalled (no data for %v)", stall)
-	case errors.Is(err, context.Canceled):
-		why = "The upload was stopped (the session ended or the daemon is shutting down)"
 	}
 	return &Error{Status: http.StatusBadRequest, Name: msd.ErrOperation.Name,
 		Msg: fmt.Sprintf("%s after %d of %d bytes; nothing was kept", why, written, size), Err: err}
@@ -336,7 +354,7 @@ func (s *Server) msdWriteRemote(w http.ResponseWriter, r *http.Request) error {
 	if name == "" {
 		name = rem.Name
 	}
-	s.cfg.Log.Info("downloading an image", "url", redactURL(rawURL), "image", name, "size", rem.Size)
+	s.cfg.Log.Info("downloading an image", "url", redactURL(rawURL), "image", msd.LogName(name), "size", rem.Size)
 	u, err := m.Begin(name, rem.Size)
 	if err != nil {
 		return msdError(err)
@@ -361,12 +379,12 @@ func (s *Server) msdWriteRemote(w http.ResponseWriter, r *http.Request) error {
 		err = u.Commit()
 	} else {
 		u.Abort()
-		err = cutError(err, u.Written(), u.Size(), s.msdStall())
+		err = cutError(ctx.Err() != nil, err, u.Written(), u.Size(), s.msdStall())
 	}
 	line(newWriteInfo(name, rem.Size, u.Written()), true)
 	if err != nil {
 		e := asError(msdError(err))
-		s.cfg.Log.Warn("image download failed", "image", name, "err", err)
+		s.cfg.Log.Warn("image download failed", "image", msd.LogName(name), "err", err)
 		line(errorResult{Error: e.Name, ErrorMsg: e.Msg}, false)
 	}
 	return nil

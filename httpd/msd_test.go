@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"kvmd/events"
+	"kvmd/internal/testutil"
 	"kvmd/msd"
 	"kvmd/msd/msdtest"
 )
@@ -31,6 +33,7 @@ type msdEnv struct {
 	m     *msd.Manager
 	drive *msdtest.Drive
 	dir   string
+	mlog  *testutil.SyncBuffer // the manager's log
 }
 
 func newMSDEnv(t *testing.T, o envOpts, stall time.Duration, files map[string]string) *msdEnv {
@@ -42,7 +45,8 @@ func newMSDEnv(t *testing.T, o envOpts, stall time.Duration, files map[string]st
 		}
 	}
 	drive := &msdtest.Drive{}
-	m, err := msd.New(msd.Config{Dir: dir, Drive: drive})
+	mlog := &testutil.SyncBuffer{}
+	m, err := msd.New(msd.Config{Dir: dir, Drive: drive, Log: slog.New(slog.NewTextHandler(mlog, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +64,7 @@ func newMSDEnv(t *testing.T, o envOpts, stall time.Duration, files map[string]st
 			return map[string]any{"from": typ}
 		},
 	}
-	return &msdEnv{env: newEnv(t, o), m: m, drive: drive, dir: dir}
+	return &msdEnv{env: newEnv(t, o), m: m, drive: drive, dir: dir, mlog: mlog}
 }
 
 var (
@@ -292,6 +296,12 @@ func TestMSDUploadRefusedFirst(t *testing.T) {
 		{uploadHead(".hidden", 10, true), 400, "ValidatorError"},
 		{uploadHead("a.img&prefix=sub", 10, true), 400, "ValidatorError"},
 		{"POST /api/msd/write?image=c.img HTTP/1.1\r\nHost: kvmd\r\nTransfer-Encoding: chunked\r\nX-KVMD-User: operator\r\nX-KVMD-Passwd: operator-pass\r\n\r\n", 400, "ValidatorError"},
+		// No Content-Length at all: net/http reads no body, which made an
+		// empty image.
+		{"POST /api/msd/write?image=d.img HTTP/1.1\r\nHost: kvmd\r\nX-KVMD-User: operator\r\nX-KVMD-Passwd: operator-pass\r\n\r\n", 400, "ValidatorError"},
+		// A name with a space at either end is refused, not stored
+		// trimmed.
+		{uploadHead("%20lead%20", 10, true), 400, "ValidatorError"},
 	} {
 		c := e.rawConn(tc.head)
 		start := time.Now()
@@ -350,6 +360,46 @@ func TestMSDUploadCut(t *testing.T) {
 	})
 	if len(e.msdState(viewerHdr).Storage.Images) != 0 {
 		t.Error("the cut image is listed")
+	}
+}
+
+// TestMSDTokenNamesNotLogged: an image named like an API token (pasted
+// where a name belongs) is uploaded, connected and removed without the
+// name reaching the log: it shows as [token]. It was logged verbatim.
+func TestMSDTokenNamesNotLogged(t *testing.T) {
+	e := newMSDEnv(t, envOpts{}, 0, nil)
+	name := "kvmd_" + strings.Repeat("3f", 32) + ".img"
+	if r := e.upload("image="+name, operatorHdr, []byte(strings.Repeat("x", 4096))); r.status != 200 {
+		t.Fatalf("upload: %d %s", r.status, r.body)
+	}
+	if r := e.req("POST", "/api/msd/set_params?image="+name, operatorHdr, ""); r.status != 200 {
+		t.Fatalf("set_params: %d %s", r.status, r.body)
+	}
+	if r := e.req("POST", "/api/msd/remove?image="+name, operatorHdr, ""); r.status != 200 {
+		t.Fatalf("remove: %d %s", r.status, r.body)
+	}
+	logs := e.logs.String() + e.mlog.String()
+	if strings.Contains(logs, strings.Repeat("3f", 8)) || !strings.Contains(logs, "image=[token]") {
+		t.Errorf("the token-shaped name in the log:\n%s", logs)
+	}
+}
+
+// TestMSDUploadStopped: an upload whose session ends says so, at once,
+// not that it stalled: the session's end cuts the read by its deadline,
+// and the answer said "stalled (no data for 1m0s)" after a second.
+func TestMSDUploadStopped(t *testing.T) {
+	e := newMSDEnv(t, envOpts{}, 0, nil)
+	tok := e.login("operator", "operator-pass")
+	c := e.rawConn(strings.Replace(uploadHead("stop.img", 1<<20, false), "\r\n\r\n", "\r\nCookie: auth_token="+tok+"\r\n\r\n", 1))
+	c.Write(randomBytes(300 << 10))
+	eventually(t, "uploading", func() bool { return e.msdState(viewerHdr).Storage.Uploading != nil })
+	e.req("POST", "/api/auth/logout", cookie(tok), "")
+	r, _ := readReply(t, c)
+	if r.status != 400 || r.errName != "MsdOperationError" || !strings.Contains(r.errMsg, "was stopped") || !strings.Contains(r.errMsg, "307200 of 1048576") {
+		t.Errorf("an upload whose session ended: %d %s %q", r.status, r.errName, r.errMsg)
+	}
+	if got := e.files(); len(got) != 0 {
+		t.Errorf("storage holds %q", got)
 	}
 }
 
@@ -485,7 +535,7 @@ func TestMSDParams(t *testing.T) {
 		{"POST", "/api/msd/set_params?image=nope.img", "MsdUnknownImageError"},
 		{"POST", "/api/msd/set_params?image=.hidden", "ValidatorError"},
 		{"POST", "/api/msd/remove?image=bad%01name", "ValidatorError"},
-		{"POST", "/api/msd/set_params?image=%20a.img%20", ""}, // stripped, as kvmd
+		{"POST", "/api/msd/set_params?image=%20a.img%20", "ValidatorError"}, // kvmd strips it: refused here, as on upload
 		{"POST", "/api/msd/set_params?image=/a.img", ""},      // kvmd drops empty parts
 		{"POST", "/api/msd/set_params?image=my%20file.iso&cdrom=1", ""},
 		{"POST", "/api/msd/set_params?image=", ""}, // no image

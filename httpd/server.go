@@ -316,7 +316,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 		return errTooLarge
 	}
 	read := false
-	if hasBody {
+	if hasBody || rule.raw {
 		// A body is read only once the request is let in (bodies.go); one
 		// answered before it is read (refused, or an error of a handler
 		// that reads its own) is not drained: the connection closes.

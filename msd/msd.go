@@ -435,7 +435,7 @@ func (m *Manager) connect() error {
 		return ErrOperation.withMsg(fmt.Sprintf("The image is too small for a drive (%d bytes; the kernel needs at least one block of %d)", info.Size, MinFlashSize))
 	}
 	if cdrom && info.Size > MaxCDROMSize {
-		m.log.Warn("msd: a CD-ROM image larger than the kernel shows: the host sees only its first 2.2 GiB", "image", name, "size", info.Size)
+		m.log.Warn("msd: a CD-ROM image larger than the kernel shows: the host sees only its first 2.2 GiB", "image", LogName(name), "size", info.Size)
 	}
 	if _, err := os.Stat(path); err != nil {
 		return ErrUnknownImage.with(err)
@@ -451,7 +451,7 @@ func (m *Manager) connect() error {
 		m.changed()
 		return err
 	}
-	m.log.Info("msd: image connected", "image", name, "cdrom", cdrom, "rw", rw)
+	m.log.Info("msd: image connected", "image", LogName(name), "cdrom", cdrom, "rw", rw)
 	m.mu.Lock()
 	m.vd.connected = true
 	m.mu.Unlock()
@@ -544,7 +544,7 @@ func (m *Manager) Remove(name string) error {
 		}
 		return ErrOperation.withMsg("The image could not be removed").with(err)
 	}
-	m.log.Info("msd: image removed", "image", name)
+	m.log.Info("msd: image removed", "image", LogName(name))
 	m.mu.Lock()
 	if m.vd != nil && m.vd.image == name && !m.vd.outside {
 		m.vd.image = ""
@@ -635,7 +635,7 @@ func (m *Manager) Begin(name string, size int64) (*Upload, error) {
 		return fail(ErrOperation.withMsg("The upload could not be started in the storage").with(err))
 	}
 	u.tmp = tmp
-	m.log.Info("msd: upload started", "image", name, "size", size)
+	m.log.Info("msd: upload started", "image", LogName(name), "size", size)
 	m.poke()
 	return u, nil
 }
@@ -678,14 +678,14 @@ func (u *Upload) Commit() error {
 	err := u.tmp.commit(u.m.st.dir, u.name)
 	u.finish()
 	if err != nil {
-		u.m.log.Warn("msd: upload not kept", "image", u.name, "err", err)
+		u.m.log.Warn("msd: upload not kept", "image", LogName(u.name), "err", err)
 		if errors.Is(err, ErrImageExists) {
 			return ErrImageExists.with(err)
 		}
 		return ErrOperation.withMsg("The image could not be saved in the storage").with(err)
 	}
 	d := time.Since(u.start)
-	u.m.log.Info("msd: upload complete", "image", u.name, "size", u.size, "dur", d.Round(time.Millisecond),
+	u.m.log.Info("msd: upload complete", "image", LogName(u.name), "size", u.size, "dur", d.Round(time.Millisecond),
 		"mib_per_s", fmt.Sprintf("%.1f", float64(u.size)/(1<<20)/max(d.Seconds(), 1e-3)))
 	return nil
 }
@@ -697,7 +697,7 @@ func (u *Upload) Abort() {
 	}
 	u.done = true
 	u.tmp.abort()
-	u.m.log.Warn("msd: upload aborted; nothing kept", "image", u.name, "written", u.written.Load(), "size", u.size)
+	u.m.log.Warn("msd: upload aborted; nothing kept", "image", LogName(u.name), "written", u.written.Load(), "size", u.size)
 	u.finish()
 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"kvmd/auth"
 )
 
 // MaxNameLen is the longest image name, in bytes: NAME_MAX of ext4, vfat
@@ -42,6 +44,17 @@ func CheckName(name string) error {
 		}
 	}
 	return nil
+}
+
+// LogName is an image name as the log shows it: "[token]" when it looks
+// like a session or API token (auth.LooksLikeToken), which someone may
+// have pasted as a name; the journal and the support bundle keep no
+// token.
+func LogName(name string) string {
+	if auth.LooksLikeToken(name) {
+		return "[token]"
+	}
+	return name
 }
 
 func badName(why string) error {

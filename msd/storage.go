@@ -142,7 +142,7 @@ func (s *storage) remove(name string) error {
 		return err
 	}
 	if err := os.Remove(s.path(kvmdMarker(name))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("removing kvmd's marker of an incomplete image", "image", name, "err", err)
+		s.log.Warn("removing kvmd's marker of an incomplete image", "image", LogName(name), "err", err)
 	}
 	return syncDir(s.dir)
 }
