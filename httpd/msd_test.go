@@ -536,7 +536,7 @@ func TestMSDParams(t *testing.T) {
 		{"POST", "/api/msd/set_params?image=.hidden", "ValidatorError"},
 		{"POST", "/api/msd/remove?image=bad%01name", "ValidatorError"},
 		{"POST", "/api/msd/set_params?image=%20a.img%20", "ValidatorError"}, // kvmd strips it: refused here, as on upload
-		{"POST", "/api/msd/set_params?image=/a.img", ""},      // kvmd drops empty parts
+		{"POST", "/api/msd/set_params?image=/a.img", ""},                    // kvmd drops empty parts
 		{"POST", "/api/msd/set_params?image=my%20file.iso&cdrom=1", ""},
 		{"POST", "/api/msd/set_params?image=", ""}, // no image
 		{"POST", "/api/msd/set_connected", "ValidatorError"},
