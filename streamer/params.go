@@ -168,12 +168,11 @@ func (p Params) apply(ch Change, f Features, l Limits) (Params, error) {
 		p.Quality = q
 	}
 	if v := ch["desired_fps"]; v != "" {
-		fps, err := ParseFPS(v)
+		// One range, the limits' (within what ustreamer takes): a
+		// message naming 0 to 120 for 150 and 0 to 90 for 100 said two.
+		fps, err := parseInt("desired_fps", v, max(l.DesiredFPSMin, 0), min(l.DesiredFPSMax, MaxFPS))
 		if err != nil {
 			return p, err
-		}
-		if fps < l.DesiredFPSMin || fps > l.DesiredFPSMax {
-			return p, &ParamError{"desired_fps", fmt.Sprintf("not from %d to %d", l.DesiredFPSMin, l.DesiredFPSMax)}
 		}
 		p.DesiredFPS = fps
 	}

@@ -101,6 +101,20 @@ func TestApply(t *testing.T) {
 
 // TestParamsJSON: the params and limits show only the capture's features,
 // as kvmd's Params does.
+// TestFPSOneRange: every desired_fps out of the limits is refused with
+// the same range in its message, the limits' (it said 0 to 120 for 150
+// and 0 to 90 for 100).
+func TestFPSOneRange(t *testing.T) {
+	lim := Limits{DesiredFPSMin: 0, DesiredFPSMax: 90}
+	for _, v := range []string{"100", "150", "-1", "0x100"} {
+		_, err := Params{Quality: 80, DesiredFPS: 30}.apply(Change{"desired_fps": v}, FeaturesOf(hw.CaptureCSI), lim)
+		var pe *ParamError
+		if !errors.As(err, &pe) || pe.Why != "not from 0 to 90" {
+			t.Errorf("desired_fps=%s: %v, want \"not from 0 to 90\"", v, err)
+		}
+	}
+}
+
 func TestParamsJSON(t *testing.T) {
 	p := Params{Quality: 80, DesiredFPS: 30, Resolution: "1920x1080"}
 	l := Limits{DesiredFPSMin: 0, DesiredFPSMax: 90, Resolutions: []string{"1920x1080", "640x480"}}

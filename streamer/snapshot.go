@@ -6,7 +6,10 @@ import (
 	"image"
 	"image/jpeg"
 	"net/http"
+	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/image/draw"
 )
@@ -25,14 +28,36 @@ type Snapshot struct {
 }
 
 // previewCache keeps the last preview made, as kvmd's lru_cache(maxsize=1)
-// on make_preview does: a page that polls a preview costs one scaling per
-// picture.
+// on make_preview does, by the picture's bytes (each request takes its own
+// snapshot, mostly of the same picture) and the preview's size and
+// quality: a page that polls a preview costs one scaling per picture.
+// Previews asked for at once of one picture are one scaling that all wait
+// for; others are scaled side by side, as many at once as the machine has
+// cores (each holds a decoded picture): they were made one at a time,
+// 300 of them in 20 s.
 type previewCache struct {
-	mu        sync.Mutex
-	src       *Snapshot
-	w, h, q   int
-	data      []byte
-	computing sync.Mutex
+	mu       sync.Mutex
+	last     *preview
+	inflight []*preview
+	// slots bounds the scalings at once; made on first use.
+	slots chan struct{}
+	// scale makes a preview (scaleJPEG; tests count or hold it), scaled
+	// counts the scalings.
+	scale  func(data []byte, w, h, q int) ([]byte, error)
+	scaled atomic.Int64
+}
+
+// preview is one preview, made or being made.
+type preview struct {
+	src     []byte
+	w, h, q int
+	done    chan struct{} // closed once data and err are set
+	data    []byte
+	err     error
+}
+
+func (p *preview) is(src []byte, w, h, q int) bool {
+	return p.w == w && p.h == h && p.q == q && bytes.Equal(p.src, src)
 }
 
 // Preview returns snap scaled down to fit maxWidth x maxHeight, keeping
@@ -56,24 +81,49 @@ func (s *Streamer) Preview(snap *Snapshot, maxWidth, maxHeight, quality int) ([]
 	if maxWidth == snap.Width && maxHeight == snap.Height {
 		return snap.Data, nil
 	}
-	c := &s.preview
-	c.computing.Lock() // one scaling at a time: a board has little CPU
-	defer c.computing.Unlock()
+	return s.preview.get(snap.Data, maxWidth, maxHeight, quality)
+}
+
+// get returns the preview of src at w x h and q: the last one made, the
+// one being made, or a new one.
+func (c *previewCache) get(src []byte, w, h, q int) ([]byte, error) {
 	c.mu.Lock()
-	if c.src == snap && c.w == maxWidth && c.h == maxHeight && c.q == quality {
-		data := c.data
+	if c.last != nil && c.last.is(src, w, h, q) {
+		data := c.last.data
 		c.mu.Unlock()
 		return data, nil
 	}
-	c.mu.Unlock()
-	data, err := scaleJPEG(snap.Data, maxWidth, maxHeight, quality)
-	if err != nil {
-		return nil, err
+	for _, p := range c.inflight {
+		if p.is(src, w, h, q) {
+			c.mu.Unlock()
+			<-p.done
+			return p.data, p.err
+		}
 	}
-	c.mu.Lock()
-	c.src, c.w, c.h, c.q, c.data = snap, maxWidth, maxHeight, quality, data
+	p := &preview{src: src, w: w, h: h, q: q, done: make(chan struct{})}
+	c.inflight = append(c.inflight, p)
+	if c.slots == nil {
+		c.slots = make(chan struct{}, runtime.GOMAXPROCS(0))
+	}
+	if c.scale == nil {
+		c.scale = scaleJPEG
+	}
+	slots, scale := c.slots, c.scale
 	c.mu.Unlock()
-	return data, nil
+
+	slots <- struct{}{}
+	p.data, p.err = scale(src, w, h, q)
+	<-slots
+	c.scaled.Add(1)
+
+	c.mu.Lock()
+	c.inflight = slices.DeleteFunc(c.inflight, func(o *preview) bool { return o == p })
+	if p.err == nil {
+		c.last = p
+	}
+	c.mu.Unlock()
+	close(p.done)
+	return p.data, p.err
 }
 
 // scaleJPEG decodes a JPEG, fits it into maxW x maxH (aspect kept, never

@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"kvmd/httpd"
 	"kvmd/hw"
@@ -43,8 +47,8 @@ func (c *Config) checkStreamer() error {
 // streamerDir returns the directory of the streamer's socket: --streamer-dir,
 // else the one systemd made for the service (RUNTIME_DIRECTORY, from
 // RuntimeDirectory=: the one named ustreamer when there are several), else
-// a new one of the daemon's own, removed at the end. The directory is the
-// daemon's user's alone (0700).
+// a new one of the daemon's own, removed at the end (tempStreamerDir). The
+// directory is the daemon's user's alone (0700).
 func streamerDir(dir string) (string, func(), error) {
 	if dir == "" {
 		dirs := strings.Split(os.Getenv("RUNTIME_DIRECTORY"), ":")
@@ -61,11 +65,83 @@ func streamerDir(dir string) (string, func(), error) {
 		}
 		return dir, func() { os.Remove(filepath.Join(dir, streamer.SocketName)) }, nil
 	}
-	tmp, err := os.MkdirTemp("", "kvmd-streamer-")
+	return tempStreamerDir(os.TempDir())
+}
+
+// The daemon's own streamer directories in the temporary directory: named
+// tempDirPrefix once made and locked, newDirPrefix while being made.
+const (
+	tempDirPrefix = "kvmd-streamer-"
+	newDirPrefix  = ".kvmd-streamer-new-"
+)
+
+// tempStreamerDir makes a streamer directory of the daemon's own in tmp,
+// and removes those that daemons killed before their end left there: a
+// daemon holds an flock on its directory as long as it runs (the kernel
+// lets it go with the process, kill -9 included), so one that can be
+// locked is no live daemon's. A directory is made under another name
+// and renamed once locked, so none is ever seen unlocked under its name.
+// cleanup removes it and lets the lock go.
+func tempStreamerDir(tmp string) (dir string, cleanup func(), err error) {
+	removeStaleStreamerDirs(tmp)
+	made, err := os.MkdirTemp(tmp, newDirPrefix)
 	if err != nil {
 		return "", nil, fmt.Errorf("streamer directory: %w", err)
 	}
-	return tmp, func() { os.RemoveAll(tmp) }, nil
+	f, err := os.Open(made)
+	if err == nil {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	dir = filepath.Join(tmp, tempDirPrefix+strings.TrimPrefix(filepath.Base(made), newDirPrefix))
+	if err == nil {
+		err = os.Rename(made, dir)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		os.RemoveAll(made)
+		return "", nil, fmt.Errorf("streamer directory: %w", err)
+	}
+	return dir, func() { os.RemoveAll(dir); f.Close() }, nil
+}
+
+// removeStaleStreamerDirs removes the streamer directories in tmp of this
+// user that no running daemon holds (tempStreamerDir), and those left
+// half made more than a minute ago.
+func removeStaleStreamerDirs(tmp string) {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, tempDirPrefix) && !strings.HasPrefix(name, newDirPrefix) {
+			continue
+		}
+		p := filepath.Join(tmp, name)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+			continue
+		}
+		if strings.HasPrefix(name, newDirPrefix) {
+			if time.Since(fi.ModTime()) > time.Minute {
+				os.RemoveAll(p)
+			}
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			os.RemoveAll(p) // still locked by this process until f closes
+		}
+		f.Close()
+	}
 }
 
 // streamerProgram tells /api/info's system.streamer what the streamer

@@ -157,3 +157,49 @@ func TestServeStreamer(t *testing.T) {
 		t.Errorf("/api/streamer without ustreamer: %s", body)
 	}
 }
+
+// TestStreamerDirAfterKill: the daemon's own streamer directory in $TMPDIR
+// does not outlive it, even killed by SIGKILL: the next start removes the
+// one no running daemon holds, and leaves a running daemon's alone. Each
+// kill -9 used to leave a /tmp/kvmd-streamer-* for good.
+func TestStreamerDirAfterKill(t *testing.T) {
+	tmp := t.TempDir()
+	users := usersFile(t, "admin", "admin-pw")
+	streamerDirs := func() []string {
+		m, _ := filepath.Glob(filepath.Join(tmp, tempDirPrefix+"*"))
+		return m
+	}
+	start := func() *proc {
+		addr := testutil.FreeAddr(t)
+		d := startDaemon(t, []string{"TMPDIR=" + tmp, "RUNTIME_DIRECTORY="}, nil, "serve", "--users", users, "--listen", addr)
+		d.stderr.wait(t, `kvmd listening`)
+		return d
+	}
+	first := start()
+	if got := streamerDirs(); len(got) != 1 {
+		t.Fatalf("after a start: %q", got)
+	}
+	firstDir := streamerDirs()[0]
+	second := start() // beside the first: its directory stays
+	if got := streamerDirs(); len(got) != 2 {
+		t.Fatalf("two daemons: %q", got)
+	}
+	for _, d := range []*proc{first, second} {
+		d.cmd.Process.Kill()
+		d.done <- <-d.done // for the cleanup's wait
+	}
+	if got := streamerDirs(); len(got) != 2 {
+		t.Fatalf("after kill -9: %q, want both left", got)
+	}
+	third := start()
+	got := streamerDirs()
+	if len(got) != 1 || got[0] == firstDir {
+		t.Errorf("after the next start: %q, want its own only", got)
+	}
+	if err := third.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := streamerDirs(); len(got) != 0 {
+		t.Errorf("after a clean stop: %q", got)
+	}
+}
