@@ -55,6 +55,9 @@ type device struct {
 	mu    sync.Mutex
 	queue [][]byte
 	space chan struct{} // closed when reports leave the queue
+	// spaceWanted says a sender took space to wait on it: only then is
+	// it closed and made anew (a print's every report made a channel).
+	spaceWanted bool
 	wake  chan struct{} // the writer's, cap 1
 	gen   uint64        // bumped when the device is cleared
 	// clearState releases everything held and returns the report that
@@ -99,6 +102,7 @@ func (d *device) send(ctx context.Context, wait bool, gen uint64, stall time.Dur
 			return nil
 		}
 		space := d.space
+		d.spaceWanted = true
 		d.mu.Unlock()
 		if timer == nil {
 			t := time.NewTimer(stall)
@@ -123,6 +127,7 @@ func (d *device) drain(ctx context.Context, gen uint64, stall time.Duration) err
 	for {
 		d.mu.Lock()
 		n, g, space := len(d.queue), d.gen, d.space
+		d.spaceWanted = true
 		d.mu.Unlock()
 		switch {
 		case g != gen || d.gone.Load():
@@ -187,8 +192,12 @@ func (d *device) clear() {
 
 // signalSpace wakes the senders waiting for room; mu is held.
 func (d *device) signalSpace() {
+	if !d.spaceWanted {
+		return
+	}
 	close(d.space)
 	d.space = make(chan struct{})
+	d.spaceWanted = false
 }
 
 func (d *device) head() ([]byte, bool) {
@@ -205,7 +214,12 @@ func (d *device) head() ([]byte, bool) {
 func (d *device) pop(r []byte) {
 	d.mu.Lock()
 	if len(d.queue) > 0 && &d.queue[0][0] == &r[0] {
-		d.queue = d.queue[1:]
+		// Moved down rather than resliced: the queue keeps its array
+		// (at most max reports) instead of walking off its end and
+		// growing a new one every few reports.
+		n := copy(d.queue, d.queue[1:])
+		d.queue[n] = nil
+		d.queue = d.queue[:n]
 		d.signalSpace()
 	}
 	d.mu.Unlock()

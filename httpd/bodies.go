@@ -149,3 +149,24 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64) (
 	_ = rc.SetReadDeadline(time.Time{})
 	return b, nil
 }
+
+// requestBody returns r's body: the bytes serve read (no copy: a print's
+// text is held once), or, for a request it did not read, all of r.Body.
+// The bytes are the request's: read them, never change them.
+func requestBody(r *http.Request) ([]byte, error) {
+	if q := requestFrom(r.Context()); q != nil && q.body != nil {
+		return q.body, nil
+	}
+	return io.ReadAll(r.Body)
+}
+
+// forgetBody lets go of r's body for a handler that has taken what it
+// needs of it and goes on for long (a print types a copy of its text for
+// minutes): the body's memory is free then, though its share of the
+// budget comes back only when the request ends.
+func forgetBody(r *http.Request) {
+	if q := requestFrom(r.Context()); q != nil {
+		q.body = nil
+	}
+	r.Body = http.NoBody
+}

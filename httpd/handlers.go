@@ -130,7 +130,7 @@ func parseExpire(s string) (time.Duration, error) {
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
-	body, err := io.ReadAll(r.Body) // already read by serve, in memory
+	body, err := requestBody(r)
 	if err != nil {
 		return BadRequest("Request body could not be read", err)
 	}

@@ -3,7 +3,6 @@ package httpd
 import (
 	"context"
 	"errors"
-	"io"
 	"math"
 	"mime"
 	"net/http"
@@ -292,7 +291,7 @@ func printText(r *http.Request, body []byte) (string, error) {
 // how many were skipped. It goes on if the client leaves; another print, a shortcut,
 // a reset or the end of the session stops it, releasing every key.
 func (s *Server) hidPrint(w http.ResponseWriter, r *http.Request) error {
-	body, err := io.ReadAll(r.Body) // already read by serve, in memory
+	body, err := requestBody(r)
 	if err != nil {
 		return BadRequest("Request body could not be read", err)
 	}
@@ -300,6 +299,9 @@ func (s *Server) hidPrint(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The text is a copy: the body can go while it types.
+	body = nil
+	forgetBody(r)
 	limit := 1024
 	if _, ok := query(r)["limit"]; ok {
 		if limit, err = queryIntN(r, "limit", 16, -1, math.MaxInt32); err != nil {

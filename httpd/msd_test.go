@@ -392,7 +392,10 @@ func TestMSDUploadStopped(t *testing.T) {
 	tok := e.login("operator", "operator-pass")
 	c := e.rawConn(strings.Replace(uploadHead("stop.img", 1<<20, false), "\r\n\r\n", "\r\nCookie: auth_token="+tok+"\r\n\r\n", 1))
 	c.Write(randomBytes(300 << 10))
-	eventually(t, "uploading", func() bool { return e.msdState(viewerHdr).Storage.Uploading != nil })
+	eventually(t, "uploading", func() bool {
+		u := e.msdState(viewerHdr).Storage.Uploading
+		return u != nil && u.Written == 300<<10
+	})
 	e.req("POST", "/api/auth/logout", cookie(tok), "")
 	r, _ := readReply(t, c)
 	if r.status != 400 || r.errName != "MsdOperationError" || !strings.Contains(r.errMsg, "was stopped") || !strings.Contains(r.errMsg, "307200 of 1048576") {

@@ -35,6 +35,8 @@ type request struct {
 	// routed says the path is a route's: the access log shows it as it
 	// is (no token can be in it, logPath).
 	routed bool
+	// body is the request's body as serve read it (requestBody).
+	body []byte
 
 	// end is the context of the session or API token that let the
 	// request in, nil for any other; set before the handler runs and

@@ -356,6 +356,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 			return err
 		}
 		defer release()
+		q.body = body
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	return rt.handler(s, w, r)

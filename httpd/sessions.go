@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"strconv"
@@ -126,7 +125,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 // token: the only time it is shown.
 func (s *Server) addToken(w http.ResponseWriter, r *http.Request) error {
 	id := IdentityFrom(r.Context())
-	body, err := io.ReadAll(r.Body) // no API token gets here: the route table refuses them
+	body, err := requestBody(r) // no API token gets here: the route table refuses them
 	if err != nil {
 		return BadRequest("Request body could not be read", err)
 	}

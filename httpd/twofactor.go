@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"image/color"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -64,7 +63,7 @@ func (s *Server) totpConfirm(w http.ResponseWriter, r *http.Request) error {
 		return errNoTOTPSecret
 	}
 	id := IdentityFrom(r.Context())
-	body, err := io.ReadAll(r.Body)
+	body, err := requestBody(r)
 	if err != nil {
 		return BadRequest("Request body could not be read", err)
 	}

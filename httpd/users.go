@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"kvmd/auth"
@@ -61,7 +60,7 @@ func passwdTooLong(param string) *Error {
 
 func readUserBody(r *http.Request) (userBody, auth.Role, error) {
 	var b userBody
-	data, err := io.ReadAll(r.Body)
+	data, err := requestBody(r)
 	if err != nil {
 		return b, 0, BadRequest("Request body could not be read", err)
 	}

@@ -134,10 +134,12 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.WSClients, "ws-clients", cfg.WSClients, "/api/ws clients connected at once (0: no /api/ws rows)")
 	fs.IntVar(&cfg.WSSamples, "ws-samples", cfg.WSSamples, "power clicks timed through /api/ws")
 	fs.BoolVar(&cfg.Stress, "stress", cfg.Stress, "measure idle connections, logins under a wrong-password flood, and one viewer token's streams beside an admin (\"Under load\")")
+	fs.BoolVar(&cfg.Attack, "attack", cfg.Attack, "measure unauthenticated bodies, a print's memory, revocation of a password's streams and one viewer's long requests beside an admin (\"Under attack\")")
 	fs.BoolVar(&cfg.MSD, "msd", cfg.MSD, "measure a virtual media upload against cat+sync (\"Virtual media upload\")")
 	fs.IntVar(&cfg.MSDMiB, "msd-mib", cfg.MSDMiB, "the image's size for the virtual media upload, MiB")
 	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out);`+"\n"+
 		`"ui": only the web UI page loads (no --out); "ws": only the /api/ws rows (no --out); "stress": only the "Under load" section (no --out);`+"\n"+
+		`"attack": only the "Under attack" section (no --out);`+"\n"+
 		`"diag": only the diagnostics bundle row (no --out); "msd": only the virtual media upload (no --out);`+"\n"+
 		`"load": only the load rows and the CPU per request (no --out)`)
 	if err := fs.Parse(args); err != nil {
@@ -188,12 +190,12 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 		if cfg.WSClients == 0 || cfg.WSSamples == 0 || cfg.Out != "" {
 			bad = append(bad, "--only ws needs --ws-clients and --ws-samples above 0 and does not write --out")
 		}
-	case "stress", "diag", "msd", "load":
+	case "stress", "attack", "diag", "msd", "load":
 		if cfg.Out != "" {
 			bad = append(bad, "--only "+cfg.Only+" does not write --out")
 		}
 	default:
-		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws, stress, diag, msd and load", cfg.Only))
+		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws, stress, attack, diag, msd and load", cfg.Only))
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "kvmbench run: %s\n%s", strings.Join(bad, "; "), usage)

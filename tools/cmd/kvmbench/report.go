@@ -60,6 +60,7 @@ type report struct {
 	ui               *uiResult     // nil when the web UI rows were skipped
 	ws               *wsResult     // nil when the /api/ws rows were skipped
 	stress           *stressResult // nil when the "Under load" section was skipped
+	attack           *attackResult // nil when the "Under attack" section was skipped
 	qemu             []*qemuResult // nil when the qemu section was skipped
 	diag             *diagResult   // nil when the diagnostics row was skipped
 	msd              *msdResult    // nil when the virtual media rows were skipped
@@ -296,6 +297,11 @@ func (rep *report) markdown() []byte {
 		fmt.Fprintf(&b, "\n## Under load: idle connections, logins under a flood, one viewer's streams\n\n")
 		fmt.Fprint(&b, stressMethod(rep.stress))
 		writeStress(&b, rep.stress)
+	}
+	if rep.attack != nil {
+		fmt.Fprintf(&b, "\n## Under attack: unauthenticated bodies, a print's memory, revocation, one viewer's long requests\n\n")
+		fmt.Fprint(&b, attackMethod())
+		writeAttack(&b, rep.attack)
 	}
 	if rep.ui != nil {
 		fmt.Fprintf(&b, "\n## Web UI page loads\n\n")

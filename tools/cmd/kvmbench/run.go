@@ -51,6 +51,7 @@ type runConfig struct {
 	WSSamples int // power clicks timed through /api/ws
 
 	Stress bool // the "Under load" section: idle connections, logins under a flood, one viewer's streams
+	Attack bool // the "Under attack" section: unauthenticated bodies, a print's memory, revocation, one viewer's long requests
 
 	Diag bool // the diagnostics bundle row
 
@@ -94,6 +95,7 @@ func defaultRunConfig() runConfig {
 		WSSamples: 10,
 
 		Stress: true,
+		Attack: true,
 		Diag:   true,
 		MSD:    true,
 		MSDMiB: 1024,
@@ -295,6 +297,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		fmt.Fprint(stdout, stressMethod(res))
 		writeStress(stdout, res)
 		return nil
+	case "attack":
+		res, err := runAttack(ctx, &procs, kvmd, dir, logf)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, attackMethod())
+		writeAttack(stdout, res)
+		return nil
 	}
 
 	// Start-to-listening, on fresh processes.
@@ -410,6 +420,11 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if cfg.Stress {
 		if rep.stress, err = runStress(ctx, cfg, &procs, kvmd, users, passwd, dir, logf); err != nil {
 			return fmt.Errorf("under load: %w", err)
+		}
+	}
+	if cfg.Attack {
+		if rep.attack, err = runAttack(ctx, &procs, kvmd, dir, logf); err != nil {
+			return fmt.Errorf("under attack: %w", err)
 		}
 	}
 	if cfg.LogEntries > 0 {

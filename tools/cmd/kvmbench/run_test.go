@@ -160,6 +160,7 @@ func testRunConfig(t *testing.T) runConfig {
 	cfg.LogEntries = 0 // the log rows need the real kvmd and real journal files
 	cfg.UILoads = 0    // and so do the web UI rows, its pages
 	cfg.Stress = false // and the "Under load" section, its caps and logins
+	cfg.Attack = false // and the "Under attack" section, its bodies and rounds of revocation
 	cfg.WSClients = 0  // and the /api/ws rows, its ATX
 	cfg.Diag = false   // and the diagnostics row, the bundle
 	cfg.MSD = false    // and the virtual media rows, its storage (TestMSDBench runs them)
