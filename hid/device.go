@@ -55,11 +55,11 @@ type device struct {
 	mu    sync.Mutex
 	queue [][]byte
 	space chan struct{} // closed when reports leave the queue
+	wake  chan struct{} // the writer's, cap 1
+	gen   uint64        // bumped when the device is cleared
 	// spaceWanted says a sender took space to wait on it: only then is
 	// it closed and made anew (a print's every report made a channel).
 	spaceWanted bool
-	wake  chan struct{} // the writer's, cap 1
-	gen   uint64        // bumped when the device is cleared
 	// clearState releases everything held and returns the report that
 	// says so; it runs with mu held.
 	clearState func() []byte
