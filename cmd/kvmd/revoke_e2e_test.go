@@ -259,6 +259,8 @@ func (l latencies) overBudget() []string {
 var revokeWays = []struct{ key, row string }{
 	{"kvmd token del (from its start)", "`kvmd token del`, from the command's start (its own start and work included)"},
 	{"kvmd user del (from its start)", "`kvmd user del`, from the command's start"},
+	{"kvmd user del, password (from its start)", "`kvmd user del` of a user whose streams were opened with its password (Basic), from the command's start"},
+	{"kvmd user set --role, password (from its start)", "`kvmd user set --role viewer` of an operator whose streams were opened with its password (X-KVMD headers), from the command's start"},
 	{"token expiry", "the API token's expiry"},
 	{"session idle timeout (upper bound)", "the session's idle timeout (an upper bound: from when the last request was sent)"},
 }
@@ -339,7 +341,8 @@ func revokeRounds(t *testing.T) int {
 
 // TestRevocationEndsStreams: an identity's open WebSocket and log follow
 // end within revokeBudget of its revocation from the command line (kvmd
-// token del, kvmd user del), of its API token's expiry and of its
+// token del, kvmd user del; kvmd user del and set --role of a user whose
+// streams a password opened), of its API token's expiry and of its
 // session's idle timeout, with no other request to the daemon: the
 // daemon watches the files and keeps a timer per deadline instead of
 // noticing at the next request. It prints the figures (median and max);
@@ -402,6 +405,43 @@ func TestRevocationEndsStreams(t *testing.T) {
 			}
 			ws, log := s.ended(t, start)
 			add("kvmd user del (from its start)", ws, log)
+		}
+	})
+	// A password's streams (X-KVMD headers, Basic) end as a session's do:
+	// the user removed, or given another role.
+	passwordRound := func(t *testing.T, role string, hdr http.Header, change []string) (ws, log time.Duration) {
+		t.Helper()
+		if _, stderr, err := runKvmd(t, "carol-pw\n", "user", "add", "carol", "--role", role, "--users", d.users); err != nil {
+			t.Fatalf("user add carol: %v %s", err, stderr)
+		}
+		d.accepted(t, hdr)
+		s := openStreams(t, d.addr, hdr)
+		time.Sleep(50 * time.Millisecond)
+		s.stillOpen(t)
+		start := time.Now()
+		if _, stderr, err := runKvmd(t, "", append(change, "--users", d.users)...); err != nil {
+			t.Fatalf("%v: %v %s", change, err, stderr)
+		}
+		ws, log = s.ended(t, start)
+		if change[1] != "del" {
+			if _, stderr, err := runKvmd(t, "", "user", "del", "carol", "--users", d.users); err != nil {
+				t.Fatalf("user del carol: %v %s", err, stderr)
+			}
+		}
+		return ws, log
+	}
+	t.Run("password, user del", func(t *testing.T) {
+		for range rounds {
+			h := http.Header{"Authorization": {basicAuth("carol", "carol-pw")["Authorization"]}}
+			ws, log := passwordRound(t, "viewer", h, []string{"user", "del", "carol"})
+			add("kvmd user del, password (from its start)", ws, log)
+		}
+	})
+	t.Run("password, user set --role", func(t *testing.T) {
+		for range rounds {
+			h := http.Header{"X-Kvmd-User": {"carol"}, "X-Kvmd-Passwd": {"carol-pw"}}
+			ws, log := passwordRound(t, "operator", h, []string{"user", "set", "carol", "--role", "viewer"})
+			add("kvmd user set --role, password (from its start)", ws, log)
 		}
 	})
 	t.Run("session idle", func(t *testing.T) {
