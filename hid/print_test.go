@@ -83,15 +83,7 @@ func TestPrintHeldMemory(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		most = max(most, liveHeap())
 	}
-	d.Reset()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, ErrInterrupted) {
-			t.Errorf("print returned %v, want ErrInterrupted", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the print went on after the reset")
-	}
+	resetStops(t, d, errc)
 	if most > before && most-before > 8<<20 {
 		t.Errorf("a 1 MiB print held %d MiB more", (most-before)>>20)
 	}
@@ -111,6 +103,13 @@ func TestResetStopsPrintBeingPrepared(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- d.Print(context.Background(), text, "", 0) }()
 	time.Sleep(20 * time.Millisecond)
+	resetStops(t, d, errc)
+}
+
+// resetStops resets d and checks that the print whose error errc gets
+// stops, interrupted, within 3 s.
+func resetStops(t *testing.T, d *HID, errc <-chan error) {
+	t.Helper()
 	d.Reset()
 	select {
 	case err := <-errc:

@@ -9,8 +9,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"kvmd/auth"
-	"kvmd/auth/ldapauth"
 	"kvmd/auth/ldapauth/ldaptest"
 )
 
@@ -151,21 +149,8 @@ func TestPasswordStreamsEnd(t *testing.T) {
 // the cached answer lapses, as a new request would); a change elsewhere
 // (another user's password) ends nothing. Before the fix they lived on.
 func TestExternalStreamsEnd(t *testing.T) {
-	s := ldaptest.Start(t)
-	groups, err := ldapauth.ParseRoleGroups("admin=" + ldaptest.Group + ";operator=" + ldaptest.UniqueGroup + ";viewer=" + ldaptest.MemberOfGroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ldapauth.New(ldapauth.Config{URL: s.TLSURL, CAFile: s.CAFile, UserTemplate: ldaptest.UserTemplate,
-		Timeout: 5 * time.Second, RoleGroups: groups})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const ttl = time.Second
-	ext, err := auth.NewExternal(auth.ExternalConfig{Backend: b, Local: []string{"admin"}, CacheTTL: ttl, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ext := ldapRoles(t, ttl)
 	e := newEnv(t, envOpts{external: ext, log: &fakeLog{}, devices: func() *Devices { d, _ := testDevices(t); return d }()})
 	bob := map[string]string{"Authorization": basic(ldaptest.Bob.Name, ldaptest.Bob.Password)}
 	for _, tc := range []struct {

@@ -77,30 +77,11 @@ type attackResult struct {
 // stand-in host takes the prints, its generated picture is the video).
 func runAttack(ctx context.Context, procs *children, kvmd, dir string, logf func(string, ...any)) (*attackResult, error) {
 	res := &attackResult{revoke: map[string][]time.Duration{}, held: map[string][3]int{}}
-	users := filepath.Join(dir, "htpasswd-attack")
-	passwd, err := randomPassword()
+	users, passwd, token, jdir, err := viewerSetup(ctx, kvmd, dir, "attack")
 	if err != nil {
-		return nil, err
-	}
-	// Two admins, each logging in once: both logins are real hashes,
-	// which the verification cache has not seen.
-	for _, name := range []string{"admin", "admin2"} {
-		if err := addUser(ctx, kvmd, users, name, passwd); err != nil {
-			return nil, err
-		}
-	}
-	if err := addUser(ctx, kvmd, users, "viewer", passwd, "--role", "viewer"); err != nil {
 		return nil, err
 	}
 	if err := addUser(ctx, kvmd, users, "printer", passwd, "--role", "operator"); err != nil {
-		return nil, err
-	}
-	token, err := addToken(ctx, kvmd, users, "viewer")
-	if err != nil {
-		return nil, err
-	}
-	jdir := filepath.Join(dir, "journal-attack")
-	if err := writeBigJournal(ctx, jdir, sharesEntries); err != nil {
 		return nil, err
 	}
 	start := func(name string) (*child, string, error) {

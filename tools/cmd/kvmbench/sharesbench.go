@@ -47,27 +47,8 @@ type sharesResult struct {
 // runShares measures the shares on a daemon of its own.
 func runShares(ctx context.Context, procs *children, kvmd, dir string, logf func(string, ...any)) (*sharesResult, error) {
 	res := &sharesResult{maxConns: 1024, perUser: 16, followers: 20}
-	users := filepath.Join(dir, "htpasswd-shares")
-	passwd, err := randomPassword()
+	users, passwd, token, jdir, err := viewerSetup(ctx, kvmd, dir, "shares")
 	if err != nil {
-		return nil, err
-	}
-	// Two admins, each logging in once: every login is a real hash, the
-	// verification cache has not seen it.
-	for _, name := range []string{"admin", "admin2"} {
-		if err := addUser(ctx, kvmd, users, name, passwd); err != nil {
-			return nil, err
-		}
-	}
-	if err := addUser(ctx, kvmd, users, "viewer", passwd, "--role", "viewer"); err != nil {
-		return nil, err
-	}
-	token, err := addToken(ctx, kvmd, users, "viewer")
-	if err != nil {
-		return nil, err
-	}
-	jdir := filepath.Join(dir, "journal-shares")
-	if err := writeBigJournal(ctx, jdir, sharesEntries); err != nil {
 		return nil, err
 	}
 	addr, err := freeAddr()
@@ -206,6 +187,31 @@ func runShares(ctx context.Context, procs *children, kvmd, dir string, logf func
 		return nil, srv.exitError()
 	}
 	return res, nil
+}
+
+// viewerSetup makes, in dir, a users file (htpasswd-NAME) of two admins
+// and a viewer with one password, the viewer's API token, and a journal
+// of sharesEntries entries (journal-NAME) to follow. Each admin logging in
+// once is a real hash: the verification cache has not seen it.
+func viewerSetup(ctx context.Context, kvmd, dir, name string) (users, passwd, token, jdir string, err error) {
+	users = filepath.Join(dir, "htpasswd-"+name)
+	if passwd, err = randomPassword(); err != nil {
+		return
+	}
+	for _, u := range []string{"admin", "admin2"} {
+		if err = addUser(ctx, kvmd, users, u, passwd); err != nil {
+			return
+		}
+	}
+	if err = addUser(ctx, kvmd, users, "viewer", passwd, "--role", "viewer"); err != nil {
+		return
+	}
+	if token, err = addToken(ctx, kvmd, users, "viewer"); err != nil {
+		return
+	}
+	jdir = filepath.Join(dir, "journal-"+name)
+	err = writeBigJournal(ctx, jdir, sharesEntries)
+	return
 }
 
 type wsCloser struct{ c *websocket.Conn }
