@@ -130,11 +130,27 @@ func runAttack(ctx context.Context, procs *children, kvmd, dir string, logf func
 	logf("attack: %d unauthenticated 1 MiB bodies: RSS %s → %s at most; answers %v", attackBodies,
 		fmtMiB(res.bodiesIdle), fmtMiB(res.bodiesPeak), res.bodiesStatus)
 	// 240 operators' prints at once: the budget refuses some, each print
-	// let in stops the one before (409), and a reset after a few seconds
-	// stops the last.
-	reset := time.AfterFunc(attackPrintWatch, func() { checkStatus(ctx, addr, "POST", "/api/hid/reset", []string{printer}, "", 200) })
+	// let in stops the one before (409), and a reset every second from
+	// the third on stops the last.
+	resets, stopResets := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-resets.Done():
+			return
+		case <-time.After(attackPrintWatch - time.Second):
+		}
+		for t := time.NewTicker(time.Second); ; {
+			select {
+			case <-resets.Done():
+				t.Stop()
+				return
+			case <-t.C:
+				checkStatus(ctx, addr, "POST", "/api/hid/reset", []string{printer}, "", 200)
+			}
+		}
+	}()
 	res.printsIdle, res.printsPeak, res.printsStatus, err = sendBodies(ctx, pid, addr, 11, attackPrints, []string{printer}, body)
-	reset.Stop()
+	stopResets()
 	if err != nil {
 		return nil, err
 	}
@@ -574,7 +590,7 @@ func attackMethod() string {
 		"The one print runs on a daemon of its own, started for it; the rest on another, in the order below. "+
 		"**One print.** An operator sends one 1 MiB print (45-character lines); the RSS is watched while it types for %s, then `POST /api/hid/reset` stops it. "+
 		"**Bodies.** %d connections from as many loopback addresses each send the headers of a `POST /api/hid/print?limit=0` announcing 1 MiB, without credentials, "+
-		"then the 1 MiB while reading the answer; then the same with an operator's Basic credentials (the prints the budget lets in type on the stand-in host; a reset ends them). "+
+		"then the 1 MiB while reading the answer; then the same with an operator's Basic credentials (the prints the budget lets in type on the stand-in host, each stopping the one before; a reset each second from the third on ends the last). "+
 		"**Revocation.** User `op`, an operator, is made through the API; it opens `GET /api/ws` and `GET /api/log?follow=1` with Basic credentials and reads the first message of each; "+
 		"then it is removed or demoted (the API by an admin's session), %d times each way, the ways in turn; the time is from the request's send (or the command's start) until the client sees the later of its two streams end. "+
 		"**One viewer's long requests.** The viewer's token asks, from one address, for one more than its share of each kind below and holds what it got, read by nobody; "+
