@@ -172,8 +172,8 @@ func TestStreamerAPI(t *testing.T) {
 	if r := e.req("POST", "/api/streamer/set_params?quality=50", viewer, ""); r.status != 403 {
 		t.Errorf("set_params as a viewer: %d", r.status)
 	}
-	if resp, _ := e.getJPEG(t, "/api/streamer/snapshot", viewer); resp.StatusCode != 200 {
-		t.Errorf("snapshot as a viewer: %d", resp.StatusCode)
+	if resp, b := e.getJPEG(t, "/api/streamer/snapshot", viewer); resp.StatusCode != 200 {
+		t.Errorf("snapshot as a viewer: %d %s", resp.StatusCode, b)
 	}
 	// The new params reached the streamer: applied follows.
 	eventually(t, "applied quality 60", func() bool {
