@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ type Devices struct {
 	// MSDStall bounds how long an image upload or read may stall
 	// (0: DefaultMSDStall).
 	MSDStall time.Duration
+	// MSDRemoteDeny are the networks write_remote may not download from
+	// (msd.FetchOptions.Deny); nil denies none.
+	MSDRemoteDeny []netip.Prefix
 	// Version is the daemon's version for the "loop" event's major and
 	// minor numbers.
 	Version string

@@ -25,6 +25,7 @@ type MSD interface {
 	Reset() error
 	Remove(name string) error
 	Begin(name string, size int64) (*msd.Upload, error)
+	Download(ctx context.Context, rem *msd.Remote, name string, progress func(written int64)) error
 	Open(name string) (*msd.Reader, error)
 }
 
@@ -277,7 +278,7 @@ func (s *Server) msdWrite(w http.ResponseWriter, r *http.Request) error {
 		err = u.Commit()
 	} else {
 		u.Abort()
-		err = cutError(body.stopped.Load(), err, u.Written(), u.Size(), s.msdStall())
+		err = cutError("upload", body.stopped.Load(), err, u.Written(), u.Size(), s.msdStall())
 	}
 	if err != nil {
 		return msdError(err)
@@ -286,22 +287,22 @@ func (s *Server) msdWrite(w http.ResponseWriter, r *http.Request) error {
 	return WriteJSON(w, newWriteInfo(name, u.Size(), u.Written()))
 }
 
-// cutError says why an upload stopped short. stopped, the transfer's
-// context ending first, is asked before the error: it cuts a read short
-// by moving the read deadline to now (stallReader), so its error is a
-// deadline's too, which is no stall. Over HTTP/2 a client that goes away
-// ends the context as well.
-func cutError(stopped bool, err error, written, size int64, stall time.Duration) error {
+// cutError says why an upload or a download (what) stopped short.
+// stopped, the transfer's context ending first, is asked before the
+// error: it cuts a read short by moving the read deadline to now
+// (stallReader), so its error is a deadline's too, which is no stall.
+// Over HTTP/2 a client that goes away ends the context as well.
+func cutError(what string, stopped bool, err error, written, size int64, stall time.Duration) error {
 	var e *msd.Error
 	if errors.As(err, &e) {
 		return err
 	}
-	why := "The upload was cut"
+	why := "The " + what + " was cut"
 	switch {
 	case stopped || errors.Is(err, context.Canceled):
-		why = "The upload was stopped (the client went away, its session ended or the daemon is shutting down)"
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		why = fmt.Sprintf("The upload stalled (no data for %v)", stall)
+		why = "The " + what + " was stopped (the client went away, its session ended or the daemon is shutting down)"
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, msd.ErrStalled):
+		why = fmt.Sprintf("The %s stalled (no data for %v)", what, stall)
 	}
 	return &Error{Status: http.StatusBadRequest, Name: msd.ErrOperation.Name,
 		Msg: fmt.Sprintf("%s after %d of %d bytes; nothing was kept", why, written, size), Err: err}
@@ -345,7 +346,8 @@ func (s *Server) msdWriteRemote(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.transferContext(r)
 	defer cancel()
 	rem, err := msd.Fetch(ctx, rawURL, msd.FetchOptions{
-		Insecure: insecure, Timeout: time.Duration(timeout * float64(time.Second)), UserAgent: "kvmd",
+		Insecure: insecure, Timeout: time.Duration(timeout * float64(time.Second)), Stall: s.msdStall(),
+		UserAgent: "kvmd", Deny: s.cfg.Devices.MSDRemoteDeny,
 	})
 	if err != nil {
 		return msdError(err)
@@ -355,11 +357,6 @@ func (s *Server) msdWriteRemote(w http.ResponseWriter, r *http.Request) error {
 		name = rem.Name
 	}
 	s.cfg.Log.Info("downloading an image", "url", redactURL(rawURL), "image", msd.LogName(name), "size", rem.Size)
-	u, err := m.Begin(name, rem.Size)
-	if err != nil {
-		return msdError(err)
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
 	rc := http.NewResponseController(w)
 	line := func(v any, ok bool) {
 		b, _ := json.Marshal(envelope{OK: ok, Result: v})
@@ -367,22 +364,30 @@ func (s *Server) msdWriteRemote(w http.ResponseWriter, r *http.Request) error {
 		w.Write(append(b, '\r', '\n'))
 		rc.Flush()
 	}
-	line(newWriteInfo(name, rem.Size, 0), true)
-	last := time.Now()
-	err = u.Copy(ctx, rem.Body, func(n int64) {
-		if time.Since(last) >= time.Second {
-			last = time.Now()
+	var last time.Time
+	var written int64
+	begun := false
+	err = m.Download(ctx, rem, name, func(n int64) {
+		written = n
+		if !begun {
+			// The upload began: the answer is a stream from now on.
+			begun = true
+			w.Header().Set("Content-Type", "application/x-ndjson")
+		}
+		if now := time.Now(); now.Sub(last) >= time.Second {
+			last = now
 			line(newWriteInfo(name, rem.Size, n), true)
 		}
 	})
-	if err == nil {
-		err = u.Commit()
-	} else {
-		u.Abort()
-		err = cutError(ctx.Err() != nil, err, u.Written(), u.Size(), s.msdStall())
+	if err != nil && !begun {
+		return msdError(err) // refused before it began: a plain error
 	}
-	line(newWriteInfo(name, rem.Size, u.Written()), true)
+	line(newWriteInfo(name, rem.Size, written), true)
 	if err != nil {
+		var cut *msd.CutError
+		if errors.As(err, &cut) {
+			err = cutError("download", ctx.Err() != nil, cut.Err, cut.Written, cut.Size, s.msdStall())
+		}
 		e := asError(msdError(err))
 		s.cfg.Log.Warn("image download failed", "image", msd.LogName(name), "err", err)
 		line(errorResult{Error: e.Name, ErrorMsg: e.Msg}, false)

@@ -491,7 +491,7 @@ func TestMSDWriteRemote(t *testing.T) {
 		t.Errorf("named by image=: %q", lines)
 	}
 	lines = e.ndjson(t, "/api/msd/write_remote?insecure=1&url="+srv.URL+"/cut.img")
-	if len(lines) < 2 || !strings.HasPrefix(lines[len(lines)-1], `{"ok":false,"result":{"error":"MsdOperationError","error_msg":"The upload was cut after 1000 of 1000000 bytes`) {
+	if len(lines) < 2 || !strings.HasPrefix(lines[len(lines)-1], `{"ok":false,"result":{"error":"MsdOperationError","error_msg":"The download was cut after 1000 of 1000000 bytes`) {
 		t.Errorf("cut download: %q", lines)
 	}
 	if got := e.files(); !slices.Equal(got, []string{"debian.iso", "from-header.img", "mine.img"}) {
