@@ -489,7 +489,10 @@ func TestInsertURL(t *testing.T) {
 	// An EjectMedia stops a download under way.
 	done := make(chan answer)
 	go func() { done <- e.do(t, "POST", InsertPath, `{"Image":"`+files.URL+`/slow.iso"}`) }()
-	waitFor(t, func() bool { st := e.media.State(); return st.Storage != nil && st.Storage.Uploading != nil && st.Storage.Uploading.Written > 0 })
+	waitFor(t, func() bool {
+		st := e.media.State()
+		return st.Storage != nil && st.Storage.Uploading != nil && st.Storage.Uploading.Written > 0
+	})
 	if a := e.do(t, "GET", MediaPath, ""); get[float64](t, a.body, "Oem", "PiKVM", "Uploading", "written") != 4096 {
 		t.Errorf("progress: %s", a.raw)
 	}
