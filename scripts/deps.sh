@@ -118,6 +118,15 @@ if [ "$mode" != install ]; then
 		# zbarimg scans the terminal's picture of the 2FA QR code
 		# (cmd/kvmd/totp_test.go).
 		command -v zbarimg >/dev/null 2>&1 || need="$need zbar-tools"
+		# The Redfish clients people point at a BMC, run against the demo
+		# and the booted system (redfish/redfishtest): DMTF's redfishtool,
+		# OpenStack's sushy (Ironic's client) and Ansible's
+		# community.general redfish modules; ip (iproute2) makes the
+		# network namespaces the Wake-on-LAN tests listen in.
+		command -v redfishtool >/dev/null 2>&1 || need="$need redfishtool"
+		[ -d /usr/lib/python3/dist-packages/sushy ] || need="$need python3-sushy"
+		command -v ansible-playbook >/dev/null 2>&1 || need="$need ansible"
+		command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need="$need iproute2"
 		if [ "$machine" != aarch64 ]; then
 			[ -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || need="$need qemu-user-static"
 			command -v update-binfmts >/dev/null 2>&1 || need="$need binfmt-support"
