@@ -2,6 +2,8 @@ package ugpio
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"time"
 
 	"periph.io/x/conn/v3/gpio"
@@ -10,13 +12,41 @@ import (
 )
 
 // Pin is a line on a GPIO pin through periph.io: kvmd's "gpio" driver.
-type Pin struct{ P gpio.PinIO }
+// Create it with NewPin.
+type Pin struct {
+	p     gpio.PinOut
+	mu    sync.Mutex
+	level bool
+	set   bool
+}
+
+// NewPin returns the line of p.
+func NewPin(p gpio.PinOut) *Pin { return &Pin{p: p} }
 
 // Write drives the pin as an output at level.
-func (p Pin) Write(level bool) error { return p.P.Out(gpio.Level(level)) }
+func (p *Pin) Write(level bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.p.Out(gpio.Level(level)); err != nil {
+		return err
+	}
+	p.level, p.set = level, true
+	return nil
+}
 
-// Read returns the pin's level: an output's reads back what it drives.
-func (p Pin) Read() (bool, error) { return bool(p.P.Read()), nil }
+// Read returns the level the pin was last driven to. It never reads the
+// pin: periph's character-device lines (host v3.8.5, GPIOLine.Read) take
+// a line that is not an input back as a pulled-up input to read it,
+// which would let go of what the output drives. kvmd reads its output
+// lines' values through libgpiod, which has no such effect.
+func (p *Pin) Read() (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.set {
+		return false, errors.New("ugpio: the pin was never driven")
+	}
+	return p.level, nil
+}
 
 // WoLChannel is kvmd's name of the Wake-on-LAN channel and of its driver
 // (kvmd/apps/_scheme.py makes both of a kvmd.wol section).

@@ -168,7 +168,7 @@ func TestPulse(t *testing.T) {
 
 func TestInverted(t *testing.T) {
 	pin := &gpiotest.Pin{N: "TEST_INV", L: gpio.Low}
-	out := DefaultOutput("inv", Pin{pin})
+	out := DefaultOutput("inv", NewPin(pin))
 	out.Inverted, out.Initial = true, false
 	clock := clockwork.NewFakeClock()
 	o, _ := setup(t, clock, out)
@@ -341,3 +341,28 @@ func TestSeconds(t *testing.T) {
 }
 
 func nan() float64 { var z float64; return z / z }
+
+// readTrap is a pin whose Read must not be called: periph's
+// character-device lines turn an output into an input to read it.
+type readTrap struct {
+	*gpiotest.Pin
+	t *testing.T
+}
+
+func (r readTrap) Read() gpio.Level {
+	r.t.Error("the output pin was read")
+	return r.Pin.Read()
+}
+
+// TestPinNeverRead: the state of an output on a pin is the level it was
+// driven to, never read from the pin.
+func TestPinNeverRead(t *testing.T) {
+	pin := readTrap{&gpiotest.Pin{N: "TEST_TRAP"}, t}
+	o, _ := setup(t, clockwork.NewFakeClock(), DefaultOutput("trap", NewPin(pin)))
+	if st := o.States()["trap"]; !st.Online || st.State {
+		t.Errorf("state %+v", st)
+	}
+	if _, err := NewPin(pin).Read(); err == nil {
+		t.Error("a pin never driven reads without an error")
+	}
+}
