@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"periph.io/x/conn/v3/driver/driverreg"
@@ -210,4 +211,35 @@ func unopened(chips []GPIOChip, nodes []string, open func(string) error) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ErrNoPin is a pin name that names no pin here.
+var ErrNoPin = errors.New("gpio: no such pin")
+
+// LookupPin returns the pin a configuration names: CHIP/LINE, a line of a
+// GPIO chip by its offset as the kernel numbers them (gpiochip0/17, as
+// kvmd's gpio driver takes a device and a pin number, and the only way to
+// reach the lines of a chip that names none, such as qemu's pl061), or a
+// name periph registered (GPIO17 on a Raspberry Pi). Call it after
+// InitGPIO.
+func LookupPin(name string) (gpio.PinIO, error) {
+	if chip, line, ok := strings.Cut(name, "/"); ok {
+		n, err := strconv.Atoi(line)
+		if err != nil || n < 0 || strconv.Itoa(n) != line {
+			return nil, fmt.Errorf("%w: %q: the line of %s is not a number", ErrNoPin, name, chip)
+		}
+		for _, c := range gpioioctl.Chips {
+			if c.Name() == chip {
+				if n >= c.LineCount() {
+					return nil, fmt.Errorf("%w: %s has %d lines", ErrNoPin, chip, c.LineCount())
+				}
+				return c.ByNumber(n), nil
+			}
+		}
+		return nil, fmt.Errorf("%w: no GPIO chip %s (or it could not be opened)", ErrNoPin, chip)
+	}
+	if p := gpioreg.ByName(name); p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrNoPin, name)
 }

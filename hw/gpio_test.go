@@ -261,3 +261,20 @@ func TestGPIODriverErrors(t *testing.T) {
 		t.Errorf("bcm2835-gpio failing: %v", err)
 	}
 }
+
+// TestLookupPin: a name periph registered, or CHIP/LINE; what names no
+// pin is ErrNoPin. A chip's lines are checked in the booted test (the
+// pl061 of qemu's virt machine), as no chip exists here.
+func TestLookupPin(t *testing.T) {
+	pfx := t.Name() + "_"
+	p := newPin(pfx+"GPIO5", gpio.IN, gpio.Low)
+	registerPins(t, p)
+	if got, err := LookupPin(p.N); err != nil || got.Name() != p.N {
+		t.Errorf("LookupPin(%s): %v, %v", p.N, got, err)
+	}
+	for _, bad := range []string{pfx + "GPIO6", "", "gpiochip99/1", "gpiochip0/x", "gpiochip0/-1", "gpiochip0/01", "gpiochip0/", "/3"} {
+		if _, err := LookupPin(bad); !errors.Is(err, ErrNoPin) {
+			t.Errorf("LookupPin(%q): %v", bad, err)
+		}
+	}
+}

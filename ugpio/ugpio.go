@@ -105,11 +105,17 @@ const MaxDelay = time.Hour
 // check refuses an output kvmd's validators would, or that could not
 // work.
 func (o *Output) check() error {
+	if o.Line == nil {
+		return fmt.Errorf("ugpio: channel %s has no line", o.Name)
+	}
+	return o.checkOptions()
+}
+
+// checkOptions is check but for the line.
+func (o *Output) checkOptions() error {
 	switch {
 	case len(o.Name) > 255 || !channelName.MatchString(o.Name):
 		return fmt.Errorf("ugpio: %q is not a channel name (letters, digits, _ . -; at most 255)", o.Name)
-	case o.Line == nil:
-		return fmt.Errorf("ugpio: channel %s has no line", o.Name)
 	case o.Pulse < 0 || o.BusyDelay < 0 || o.Pulse > MaxDelay || o.BusyDelay > MaxDelay || o.MaxPulse > MaxDelay:
 		return fmt.Errorf("ugpio: channel %s: delays are from 0 to %v", o.Name, MaxDelay)
 	case o.Pulse > 0 && (o.MinPulse < 100*time.Millisecond || o.MaxPulse < o.MinPulse):
