@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"kvmd/hw"
 	"kvmd/info"
 	"kvmd/msd"
+	"kvmd/ugpio"
 )
 
 // Source builds the states from the machine's hardware.
@@ -41,6 +43,12 @@ type Source struct {
 	// MSD gives the virtual media's state (package msd's Manager, which
 	// publishes its own changes); nil: kvmd's disabled MSD.
 	MSD func() msd.State
+	// Outputs, when set, are the GPIO output channels (package ugpio's
+	// Outputs).
+	Outputs interface {
+		Schemes() map[string]ugpio.Scheme
+		States() map[string]ugpio.State
+	}
 }
 
 // Channels are the pins shown as GPIO channels: every named pin but the
@@ -59,8 +67,8 @@ func (s *Source) Channels() []hw.PinSpec {
 type GPIOState struct {
 	Model struct {
 		Scheme struct {
-			Inputs  map[string]scheme `json:"inputs"`
-			Outputs map[string]scheme `json:"outputs"`
+			Inputs  map[string]scheme       `json:"inputs"`
+			Outputs map[string]ugpio.Scheme `json:"outputs"`
 		} `json:"scheme"`
 		View struct {
 			Header struct {
@@ -70,8 +78,8 @@ type GPIOState struct {
 		} `json:"view"`
 	} `json:"model"`
 	State struct {
-		Inputs  map[string]inputState `json:"inputs"`
-		Outputs map[string]inputState `json:"outputs"`
+		Inputs  map[string]inputState  `json:"inputs"`
+		Outputs map[string]ugpio.State `json:"outputs"`
 	} `json:"state"`
 }
 
@@ -86,6 +94,9 @@ type viewItem struct {
 	Type    string `json:"type"`
 	Text    string `json:"text,omitempty"`
 	Channel string `json:"channel,omitempty"`
+	// Confirm and Hide are an output's (kvmd's __make_item_output).
+	Confirm *bool  `json:"confirm,omitempty"`
+	Hide    *bool  `json:"hide,omitempty"`
 	Color   string `json:"color,omitempty"`
 }
 
@@ -94,16 +105,17 @@ type inputState struct {
 	State  bool `json:"state"`
 }
 
-// GPIO returns the channels' model and state. Every channel is an input
-// here: the daemon only watches the board's pins (hw.ReadPins), it never
-// drives one it was not told is safe to drive, so switch and pulse are
-// refused for all of them. A pin that cannot be read is offline.
+// GPIO returns the channels' model and state. The board's pins are
+// inputs: the daemon only watches them (hw.ReadPins), and a pin that
+// cannot be read is offline. The outputs are the configuration's
+// (Source.Outputs, package ugpio), each a row of the view's table but
+// kvmd's __wol__, for which PiKVM's page has a button of its own.
 func (s *Source) GPIO(h info.Hardware) GPIOState {
 	var g GPIOState
 	g.Model.Scheme.Inputs = map[string]scheme{}
-	g.Model.Scheme.Outputs = map[string]scheme{}
+	g.Model.Scheme.Outputs = map[string]ugpio.Scheme{}
 	g.State.Inputs = map[string]inputState{}
-	g.State.Outputs = map[string]inputState{}
+	g.State.Outputs = map[string]ugpio.State{}
 	g.Model.View.Header.Title = []viewItem{{Type: "label", Text: "GPIO"}}
 	g.Model.View.Table = [][]viewItem{}
 	for _, p := range s.Channels() {
@@ -120,6 +132,24 @@ func (s *Source) GPIO(h info.Hardware) GPIOState {
 			{Type: "input", Channel: p.Name, Color: "green"},
 			{Type: "label", Text: p.Name},
 		})
+	}
+	if s.Outputs != nil {
+		g.Model.Scheme.Outputs = s.Outputs.Schemes()
+		g.State.Outputs = s.Outputs.States()
+		names := make([]string, 0, len(g.Model.Scheme.Outputs))
+		for name := range g.Model.Scheme.Outputs {
+			if name != ugpio.WoLChannel {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		no := false
+		for _, name := range names {
+			g.Model.View.Table = append(g.Model.View.Table, []viewItem{
+				{Type: "output", Channel: name, Text: "Click", Confirm: &no, Hide: &no},
+				{Type: "label", Text: name},
+			})
+		}
 	}
 	return g
 }

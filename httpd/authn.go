@@ -56,6 +56,8 @@ const (
 	hdrUser   = "X-Kvmd-User"   // X-KVMD-User
 	hdrPasswd = "X-Kvmd-Passwd" // X-KVMD-Passwd
 	hdrRealIP = "X-Real-Ip"     // X-Real-IP
+	// hdrAuthToken is Redfish's session header, X-Auth-Token.
+	hdrAuthToken = "X-Auth-Token"
 )
 
 // authenticate finds the request's credentials in the order of the API
@@ -84,6 +86,17 @@ func (s *Server) authenticate(r *http.Request, peerOK bool) (Identity, error) {
 		}
 		if err := crossOrigin.Check(r); err != nil {
 			return Identity{}, errCrossOrigin
+		}
+		p, err := a.Session(token, addr)
+		return Identity{User: p.User, Method: auth.MethodCookie, Role: p.Role, Token: token, Session: p.Session, done: p.Done}, authError(err)
+	}
+
+	if token := r.Header.Get(hdrAuthToken); token != "" {
+		// A session's token as Redfish clients send it (its session
+		// service, redfish.go): the same sessions as the cookie's. A
+		// header no browser attaches by itself, so no cross-origin check.
+		if auth.ValidToken(token) != nil {
+			return Identity{}, BadParam("X-Auth-Token", "not a session token")
 		}
 		p, err := a.Session(token, addr)
 		return Identity{User: p.User, Method: auth.MethodCookie, Role: p.Role, Token: token, Session: p.Session, done: p.Done}, authError(err)

@@ -3,6 +3,7 @@ package httpd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"kvmd/atx"
 	"kvmd/events"
+	"kvmd/ugpio"
 )
 
 // Devices serves kvmd's device endpoints: /api/ws, /api/atx, /api/gpio,
@@ -27,9 +29,12 @@ type Devices struct {
 	// State gives the other subsystems' states by event type ("gpio",
 	// "hid", "msd", "streamer").
 	State func(eventType string) any
-	// Channels says whether a GPIO channel exists, for /api/gpio/switch
-	// and /pulse: every channel here is read-only.
+	// Channels says whether a GPIO input channel exists, for
+	// /api/gpio/switch and /pulse: inputs are read-only.
 	Channels func(name string) bool
+	// GPIO, when set, is the output channels the configuration declares
+	// (package ugpio's Outputs): /api/gpio/switch and /pulse drive them.
+	GPIO GPIOOutputs
 	// Streamer, when set, serves /api/streamer and its operations, the
 	// "streamer" and "clients" events, and /streamer/stream and
 	// /streamer/snapshot (streamer.go). Without it, /api/streamer is
@@ -169,11 +174,19 @@ func (s *Server) atxClick(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// GPIOOutputs are the GPIO output channels (package ugpio's Outputs).
+type GPIOOutputs interface {
+	Has(name string) bool
+	Switch(ctx context.Context, name string, state, wait bool) error
+	Pulse(ctx context.Context, name string, delay time.Duration, wait bool) error
+}
+
 // gpioAction answers /api/gpio/switch and /pulse. kvmd validates the
 // parameters first (channel, then state or delay, then wait), then looks
 // the channel up: unknown is GpioChannelNotFoundError; a channel that
-// cannot switch or pulse is GpioSwitchNotSupported or
-// GpioPulseNotSupported, all 400. Every channel here is read-only.
+// cannot switch or pulse (an input, or an output the configuration does
+// not allow it) is GpioSwitchNotSupported or GpioPulseNotSupported, all
+// 400; a busy channel is GpioChannelIsBusyError, 409.
 func gpioAction(op string) routeHandler {
 	return func(s *Server, w http.ResponseWriter, r *http.Request) error {
 		q := query(r)
@@ -181,27 +194,76 @@ func gpioAction(op string) routeHandler {
 		if ch == "" || len(ch) > 255 {
 			return BadParam("channel", "a channel name is required")
 		}
+		var state bool
+		var delay time.Duration
 		if op == "switch" {
 			if _, ok := q["state"]; !ok {
 				return BadParam("state", "not a boolean (1/true/yes or 0/false/no)")
 			}
-			if _, err := queryBool(r, "state", false); err != nil {
+			var err error
+			if state, err = queryBool(r, "state", false); err != nil {
 				return err
 			}
 		} else if v := q.Get("delay"); v != "" {
-			if f, err := strconv.ParseFloat(v, 64); err != nil || f < 0 {
-				return BadParam("delay", "not a number of seconds >= 0")
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				delay, err = ugpio.Seconds(f)
+			}
+			if err != nil {
+				return BadParam("delay", fmt.Sprintf("not a number of seconds from 0 to %v", ugpio.MaxDelay.Seconds()))
 			}
 		}
-		if _, err := queryBool(r, "wait", false); err != nil {
+		wait, err := queryBool(r, "wait", false)
+		if err != nil {
 			return err
 		}
-		if s.cfg.Devices.Channels == nil || !s.cfg.Devices.Channels(ch) {
-			return &Error{Status: http.StatusBadRequest, Name: "GpioChannelNotFoundError", Msg: "GPIO channel is not found"}
+		d := s.cfg.Devices
+		if d.GPIO != nil && d.GPIO.Has(ch) {
+			if op == "switch" {
+				err = d.GPIO.Switch(r.Context(), ch, state, wait)
+			} else {
+				err = d.GPIO.Pulse(r.Context(), ch, delay, wait)
+			}
+			if err := gpioError(err); err != nil {
+				return err
+			}
+			writeBody(w, http.StatusOK, okEmpty)
+			return nil
 		}
-		if op == "switch" {
-			return &Error{Status: http.StatusBadRequest, Name: "GpioSwitchNotSupported", Msg: "This GPIO channel does not support switching: it is read-only here"}
+		switch {
+		case d.Channels == nil || !d.Channels(ch):
+			return gpioError(ugpio.ErrNotFound)
+		case op == "switch":
+			return gpioError(ugpio.ErrSwitchNotSupported)
 		}
-		return &Error{Status: http.StatusBadRequest, Name: "GpioPulseNotSupported", Msg: "This GPIO channel does not support pulsing: it is read-only here"}
+		return gpioError(ugpio.ErrPulseNotSupported)
 	}
+}
+
+// gpioError maps package ugpio's errors to kvmd's answers
+// (kvmd/apps/kvmd/ugpio.py, kvmd/plugins/ugpio/__init__.py).
+func gpioError(err error) error {
+	bad := func(name, msg string) *Error {
+		return &Error{Status: http.StatusBadRequest, Name: name, Msg: msg, Err: err}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ugpio.ErrNotFound):
+		return bad("GpioChannelNotFoundError", "GPIO channel is not found")
+	case errors.Is(err, ugpio.ErrSwitchNotSupported):
+		return bad("GpioSwitchNotSupported", "This GPIO channel does not support switching")
+	case errors.Is(err, ugpio.ErrPulseNotSupported):
+		return bad("GpioPulseNotSupported", "This GPIO channel does not support pulsing")
+	case errors.Is(err, ugpio.ErrBusy):
+		return &Error{Status: http.StatusConflict, Name: "GpioChannelIsBusyError", Msg: "Performing another GPIO operation on this channel, please try again later"}
+	case errors.Is(err, ugpio.ErrOffline):
+		return bad("GpioDriverOfflineError", "The GPIO channel's line could not be driven")
+	case errors.Is(err, ugpio.ErrClosed):
+		return NotNow("The GPIO outputs are released: the daemon is stopping", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// wait=1 and the client went away: the operation goes on.
+		return err
+	}
+	return internalError(err)
 }

@@ -24,6 +24,7 @@ import (
 
 	"kvmd/auth"
 	"kvmd/metrics"
+	"kvmd/redfish"
 )
 
 // testUsers are the users every test server knows.
@@ -71,6 +72,8 @@ type envOpts struct {
 	wsPerUser, logFollowers int
 	// maxBodies: Config.MaxBodies.
 	maxBodies int64
+	// redfish, when set, serves Redfish (redfish_test.go).
+	redfish *redfish.Config
 }
 
 // env is a real server on a loopback TCP port and a unix socket.
@@ -171,6 +174,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		MaxConns:        cmp.Or(o.maxConns, 4096), MaxConnsPerAddr: cmp.Or(o.maxConnsPerAddr, 1024),
 		Devices: o.devices, Diagnostics: o.diag,
 		MaxWSPerUser: o.wsPerUser, LogFollowers: o.logFollowers, MaxBodies: o.maxBodies,
+		Redfish: o.redfish,
 	}
 	if tfa != nil {
 		cfg.TwoFactor = &auth.Enroll{Path: e.totpPath, Account: "test", Log: log, TOTP: tfa}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"kvmd/auth"
+	"kvmd/redfish"
 )
 
 // routeTable is every API endpoint: its method and path (without /api), the
@@ -102,10 +103,35 @@ var routeTable = []route{
 // rawRouteTable are the routes outside /api, answered at their paths only,
 // with the same authentication as the API's: where PiKVM's nginx sends
 // /streamer/ to ustreamer itself (configs/nginx/kvmd.ctx-server.conf), so
-// that its web page and <img> tags find the stream there.
+// that its web page and <img> tags find the stream there, and /redfish to
+// kvmd.
 var rawRouteTable = []route{
 	{"GET", "/streamer/stream", auth.RoleViewer, anyCred, withDevices, (*Server).streamerStream},
 	{"GET", "/streamer/snapshot", auth.RoleViewer, anyCred, withDevices, (*Server).streamerRawSnapshot},
+
+	// DMTF Redfish (redfish.go, package redfish), at /redfish, where
+	// PiKVM's nginx sends it to kvmd: the roles of the matching API
+	// routes.
+	{"GET", "/redfish", auth.RoleNone, 0, withRedfish, redfishRoute((*redfish.Service).Versions)},
+	{"GET", redfish.Root, auth.RoleNone, 0, withRedfish, redfishRoute((*redfish.Service).Root)},
+	{"GET", redfish.SystemsPath, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).Systems)},
+	{"GET", redfish.SystemPath, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).System)},
+	{"PATCH", redfish.SystemPath, auth.RoleOperator, anyCred, withRedfish, redfishRoute((*redfish.Service).PatchSystem)},
+	{"POST", redfish.ResetPath, auth.RoleOperator, anyCred, withRedfish, redfishRoute((*redfish.Service).Reset)},
+	{"POST", redfish.BootOrderPath, auth.RoleOperator, anyCred, withRedfish, redfishRoute((*redfish.Service).SetDefaultBootOrder)},
+	{"GET", redfish.ManagersPath, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).Managers)},
+	{"GET", redfish.ManagerPath, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).Manager)},
+	{"GET", redfish.VirtualMediaPath, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).VirtualMediaCollection)},
+	{"GET", redfish.MediaPath, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).VirtualMedia)},
+	{"POST", redfish.InsertPath, auth.RoleOperator, anyCred, withRedfish, redfishRoute((*redfish.Service).InsertMedia)},
+	{"POST", redfish.EjectPath, auth.RoleOperator, anyCred, withRedfish, redfishRoute((*redfish.Service).EjectMedia)},
+	{"GET", redfish.SessionService, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).SessionServiceRes)},
+	{"GET", redfish.SessionsPath, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).Sessions)},
+	// A login: the body's credentials, counted against the address's
+	// failures as /auth/login is.
+	{"POST", redfish.SessionsPath, auth.RoleNone, 0, withRedfish, redfishRoute((*redfish.Service).CreateSession)},
+	{"GET", redfish.SessionMemberPath, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).Session)},
+	{"DELETE", redfish.SessionMemberPath, auth.RoleViewer, anyCred, withRedfish, redfishRoute((*redfish.Service).DeleteSession)},
 }
 
 // rawBodyRoutes are the routes whose handler reads the request body
@@ -180,6 +206,7 @@ const (
 	withDevices                         // Config.Devices
 	withDiagnostics                     // Config.Diagnostics
 	withHID                             // Config.Devices.HID
+	withRedfish                         // Config.Redfish
 )
 
 // features are the names of the features for the golden file and the
@@ -197,6 +224,7 @@ var features = []struct {
 	{withDevices, "Devices", "always"},
 	{withDiagnostics, "Diagnostics", "always"},
 	{withHID, "Devices.HID", "always"},
+	{withRedfish, "Redfish", "always"},
 }
 
 func (f feature) String() string {
@@ -224,6 +252,7 @@ func (c *Config) features() feature {
 	set(c.Devices != nil, withDevices)
 	set(c.Diagnostics != nil, withDiagnostics)
 	set(c.Devices != nil && c.Devices.HID != nil, withHID)
+	set(c.Redfish != nil, withRedfish)
 	return f
 }
 

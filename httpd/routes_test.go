@@ -33,7 +33,7 @@ func (s *Server) handle(method, path string, role auth.Role, h HandlerFunc) {
 
 // allFeatures is every feature that can be on at once: metrics are either
 // open or not.
-const allFeatures = withTokens | withUsers | withInfo | withMetricsAuth | withDevices | withDiagnostics | withHID
+const allFeatures = withTokens | withUsers | withInfo | withMetricsAuth | withDevices | withDiagnostics | withHID | withRedfish
 
 // TestRouteTableGolden pins who may call what: the role, token and peer
 // permission and the condition of every row of the route table. Lowering a

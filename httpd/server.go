@@ -19,6 +19,7 @@ import (
 	"kvmd/auth"
 	"kvmd/events"
 	"kvmd/internal/slogtext"
+	"kvmd/redfish"
 )
 
 // Config is what New needs. Zero durations and sizes take the defaults.
@@ -78,6 +79,10 @@ type Config struct {
 	// Diagnostics, when set, serves GET /api/diagnostics, the support
 	// bundle (package diag), to administrators.
 	Diagnostics DiagSource
+	// Redfish, when set, serves DMTF Redfish at /redfish (redfish.go):
+	// its power, virtual media and the rest; its sessions and callers
+	// are the server's.
+	Redfish *redfish.Config
 
 	MaxBody int64 // default 4 KiB
 	// MaxBodies bounds the bytes held at once in request bodies larger
@@ -103,6 +108,8 @@ type Server struct {
 	raw      map[string]*pathRoutes
 	ui       map[string]*uiFile
 	diagBusy chan struct{}
+	// redfish is the Redfish service of Config.Redfish.
+	redfish  *redfish.Service
 	refusals refusals
 	done     chan struct{}
 	// streams shares out the requests that hold a connection for long
@@ -169,6 +176,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.refusals = refusals{log: cfg.Log, now: time.Now}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
+	if cfg.Redfish != nil {
+		s.redfish = s.newRedfish(*cfg.Redfish)
+	}
 	if err := s.addRoutes(routeTable, cfg.features()); err != nil {
 		return nil, err
 	}
@@ -209,7 +219,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(q)
 	rec := &q.rec
 	if err := s.serve(rec, r, q); err != nil {
-		e := asError(err)
+		var e *Error
+		var re *redfish.Error
+		if errors.As(err, &re) {
+			e = redfishAsError(re)
+		} else {
+			e = asError(err)
+		}
 		switch {
 		case e.logged:
 		case errors.Is(err, context.Canceled) && s.base.Err() != nil:
@@ -219,7 +235,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			s.cfg.Log.Error("request failed", "method", r.Method, "path", logPath(r.URL.Path), "err", err)
 		}
-		if rec.status == 0 {
+		if rec.status == 0 && isRedfish(r.URL.Path) {
+			writeRedfishError(rec, err)
+		} else if rec.status == 0 {
 			writeError(rec, e)
 		} else if e.Status >= 500 || e.Err != nil {
 			s.cfg.Log.Warn("error after the reply began", "path", logPath(r.URL.Path), "err", err)
@@ -301,6 +319,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 		return s.serveUI(w, r, f, public, &q.id)
 	} else {
 		p = s.routes[path]
+	}
+	if p == nil && isRedfish(path) {
+		// DSP0266: a trailing slash names the same resource; the last
+		// element may be a row's {id}.
+		if trimmed := strings.TrimSuffix(path, "/"); trimmed != path && trimmed != "" {
+			path, p = trimmed, s.raw[trimmed]
+		}
+		if p == nil {
+			var id string
+			if p, id = routeParam(s.raw, path); p != nil {
+				r.SetPathValue("id", id)
+			}
+		}
 	}
 	if p == nil {
 		return errNotFound

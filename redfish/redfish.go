@@ -74,8 +74,6 @@ type Sessions interface {
 	// End ends session id if it is owner's (anyone's for ""); by is who
 	// asked, for the log.
 	End(id, owner string, by Caller) bool
-	// IdleTimeout is how long a session lives unused.
-	IdleTimeout() int
 }
 
 // Caller is who a request is, as httpd authenticated it.
@@ -96,8 +94,10 @@ type Config struct {
 	// Media, when set, is the manager's virtual media; nil leaves
 	// VirtualMedia empty.
 	Media Media
-	// Sessions, when set, serves the session service.
-	Sessions Sessions
+	// Sessions, when set, serves the session service; SessionTimeout is
+	// how long, in seconds, one lives unused.
+	Sessions       Sessions
+	SessionTimeout int
 	// Caller returns who made a request (httpd.IdentityFrom).
 	Caller func(ctx context.Context) Caller
 	// Remote are the options of a download for InsertMedia with a URL,

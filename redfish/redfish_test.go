@@ -107,8 +107,6 @@ func (f *fakeSessions) End(id, owner string, _ Caller) bool {
 	return true
 }
 
-func (f *fakeSessions) IdleTimeout() int { return 3600 }
-
 // testRoutes route the tests' requests as httpd's table does (without
 // its authentication: the caller is the test's).
 var testRoutes = []struct {
@@ -160,7 +158,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc = New(Config{Power: ATX{e.atx}, Media: e.media, Sessions: e.sessions, Version: "1.2.3",
+	e.svc = New(Config{Power: ATX{e.atx}, Media: e.media, Sessions: e.sessions, SessionTimeout: 3600, Version: "1.2.3",
 		HostName: func() string { return "my host!" }, Caller: func(context.Context) Caller { return e.caller },
 		Remote: msd.FetchOptions{Timeout: 5 * time.Second, Stall: time.Second}})
 	mux := http.NewServeMux()

@@ -16,7 +16,7 @@ func (s *Service) SessionServiceRes(w http.ResponseWriter, r *http.Request) erro
 	return writeJSON(w, http.StatusOK, map[string]any{
 		"@odata.id": SessionService, "@odata.type": "#SessionService.v1_1_8.SessionService",
 		"Id": "SessionService", "Name": "Session Service", "ServiceEnabled": true,
-		"SessionTimeout": s.cfg.Sessions.IdleTimeout(), "Sessions": odata{SessionsPath},
+		"SessionTimeout": s.cfg.SessionTimeout, "Sessions": odata{SessionsPath},
 	})
 }
 

@@ -43,7 +43,10 @@ type Config struct {
 	MetricsAuth     bool          `yaml:"metrics-auth"`
 	MetricsNames    []string      `yaml:"metrics-names"`
 	MSDDir          string        `yaml:"msd-dir"`
-	Demo            bool          `yaml:"demo"`
+	// MSDRemoteDeny are the networks write_remote and Redfish's
+	// InsertMedia may not download from.
+	MSDRemoteDeny []string `yaml:"msd-remote-deny"`
+	Demo          bool     `yaml:"demo"`
 
 	// The video streamer (package streamer): ustreamer, run on demand.
 	Streamer              string        `yaml:"streamer"`
@@ -54,6 +57,13 @@ type Config struct {
 	StreamerDesiredFPS    int           `yaml:"streamer-desired-fps"`
 	StreamerResolution    string        `yaml:"streamer-resolution"`
 	StreamerArgs          []string      `yaml:"streamer-args"`
+
+	// GPIO outputs, the ATX board's pins and Wake-on-LAN (gpio.go).
+	GPIOOutputs []string `yaml:"gpio-output"`
+	ATXPins     []string `yaml:"atx-pin"`
+	WoLMAC      string   `yaml:"wol-mac"`
+	WoLIP       string   `yaml:"wol-ip"`
+	WoLPort     int      `yaml:"wol-port"`
 
 	// The VNC server (package vnc): off while VNCListen is empty.
 	VNCListen     string `yaml:"vnc-listen"`
@@ -119,6 +129,9 @@ func defaultConfig() Config {
 		StreamerQuality:          streamer.DefaultQuality,
 		StreamerDesiredFPS:       streamer.DefaultDesiredFPS,
 		VNCKeymap:                hid.DefaultKeymap,
+		WoLIP:                    "255.255.255.255",
+		WoLPort:                  9,
+		MSDRemoteDeny:            defaultRemoteDeny(),
 		VNCMaxClients:            vnc.DefaultMaxClients,
 	}
 }
@@ -177,6 +190,12 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.MetricsAuth, "metrics-auth", cfg.MetricsAuth, "require authentication for /api/export/prometheus/metrics (false: open to anyone who can connect)")
 	fs.Var(&listFlag{list: &cfg.MetricsNames}, "metrics-names", "metric `names` of /api/export/prometheus/metrics: kvmd (kvmd_*), pikvm (PiKVM's pikvm_*), or both (repeatable or comma-separated)")
 	fs.StringVar(&cfg.MSDDir, "msd-dir", cfg.MSDDir, "image storage `dir` of the virtual media drive (/api/msd); empty turns virtual media off")
+	fs.Var(&listFlag{list: &cfg.MSDRemoteDeny}, "msd-remote-deny", "`network` (CIDR, or one address) write_remote and Redfish's InsertMedia may not download from (repeatable; default loopback, link-local, multicast, broadcast)")
+	fs.Var(&listFlag{list: &cfg.GPIOOutputs}, "gpio-output", "a GPIO output `channel`: NAME=PIN[,switch=BOOL][,pulse=SECONDS][,pulse-min=SECONDS][,pulse-max=SECONDS][,busy-delay=SECONDS][,inverted][,initial=BOOL] (repeatable)")
+	fs.Var(&listFlag{list: &cfg.ATXPins}, "atx-pin", "an ATX board `line`: power_led|hdd_led|power_switch|reset_switch=PIN[,inverted] (repeatable; all four, in place of the board's)")
+	fs.StringVar(&cfg.WoLMAC, "wol-mac", cfg.WoLMAC, "the MAC `address` kvmd's __wol__ GPIO channel wakes (empty: no such channel)")
+	fs.StringVar(&cfg.WoLIP, "wol-ip", cfg.WoLIP, "the IPv4 `address` the Wake-on-LAN packet is sent to")
+	fs.IntVar(&cfg.WoLPort, "wol-port", cfg.WoLPort, "the UDP `port` the Wake-on-LAN packet is sent to")
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "demo mode, in demo builds only (make run): throwaway users file with a generated password, printed at start, a bundled board with fake GPIO pins and capture device")
 	fs.StringVar(&cfg.Streamer, "streamer", cfg.Streamer, "the video streamer `program`, ustreamer: a path, or a name looked up in PATH (absent: the streamer endpoints answer 503)")
 	fs.StringVar(&cfg.StreamerDir, "streamer-dir", cfg.StreamerDir, "`dir` of the streamer's unix socket (default: systemd's RuntimeDirectory, else a new temporary one)")
@@ -288,26 +307,37 @@ func (c *Config) check() error {
 	if err := c.checkVNC(); err != nil {
 		return err
 	}
+	if err := c.checkGPIO(); err != nil {
+		return err
+	}
+	if _, err := parseNetworks("--msd-remote-deny", c.MSDRemoteDeny); err != nil {
+		return err
+	}
 	return c.checkAuth()
 }
 
-// trustedProxies parses --trusted-proxy: CIDR networks, or single
-// addresses (a /32 or /128).
+// trustedProxies parses --trusted-proxy.
 func (c *Config) trustedProxies() ([]netip.Prefix, error) {
+	return parseNetworks("--trusted-proxy", c.TrustedProxy)
+}
+
+// parseNetworks parses a flag's networks: CIDR networks, or single
+// addresses (a /32 or /128).
+func parseNetworks(flag string, list []string) ([]netip.Prefix, error) {
 	var nets []netip.Prefix
-	for _, v := range c.TrustedProxy {
+	for _, v := range list {
 		v = strings.TrimSpace(v)
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
 			a, aerr := netip.ParseAddr(v)
 			if aerr != nil || a.Zone() != "" {
-				return nil, fmt.Errorf("--trusted-proxy %q: not a network (10.0.0.0/8) or an address", v)
+				return nil, fmt.Errorf("%s %q: not a network (10.0.0.0/8) or an address", flag, v)
 			}
 			a = a.Unmap()
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
 		if p != p.Masked() {
-			return nil, fmt.Errorf("--trusted-proxy %q: host bits set; the network is %s", v, p.Masked())
+			return nil, fmt.Errorf("%s %q: host bits set; the network is %s", flag, v, p.Masked())
 		}
 		nets = append(nets, p)
 	}

@@ -36,6 +36,15 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, erro
 	}
 	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
 	cfg.MSDDir = d.MSDDir
+	// A GPIO output to try, on a pin of the demo host's that says in the
+	// log when it goes high and low; the operator's outputs may use it too.
+	if err := d.RegisterOutputPin(d.Log(log).With("component", "demo-host")); err != nil {
+		d.Close()
+		return demoParts{}, err
+	}
+	if len(cfg.GPIOOutputs) == 0 {
+		cfg.GPIOOutputs = []string{demo.DefaultOutput}
+	}
 	return demoParts{v4l2: d.V4L2, mailbox: d.Mailbox, hidOpen: d.HIDOpen, log: d.Log(log), streamer: d.Streamer, stop: d.Close}, nil
 }
 

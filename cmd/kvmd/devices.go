@@ -17,6 +17,7 @@ import (
 	"kvmd/hw"
 	"kvmd/info"
 	"kvmd/msd"
+	"kvmd/ugpio"
 )
 
 // newMSD opens the virtual media drive: images in cfg.MSDDir, the
@@ -34,13 +35,10 @@ func newMSD(cfg Config, log *slog.Logger) (*msd.Manager, error) {
 // compared for events; the ATX LEDs are read far more often (atx).
 const devicePoll = 500 * time.Millisecond
 
-// atxPins returns the board's ATX pins from periph's registry, or nil when
-// the board has no known ATX wiring or a pin is not registered (a fixture
-// root: InitGPIO was not called).
-func atxPins(specs []hw.PinSpec, pinsOverride *atx.Pins) *atx.Pins {
-	if pinsOverride != nil {
-		return pinsOverride
-	}
+// boardATXPins returns the board's ATX pins from periph's registry, or nil
+// when the board has no known ATX wiring or a pin is not registered (a
+// fixture root: InitGPIO was not called).
+func boardATXPins(specs []hw.PinSpec) *atx.Pins {
 	var low []bool
 	find := func(name string) (gpio.PinIO, bool) {
 		i := slices.IndexFunc(specs, func(p hw.PinSpec) bool { return p.Name == name })
@@ -80,16 +78,17 @@ func newHID(fsys hw.FS, open hidOpener, log *slog.Logger, wake chan struct{}) *h
 // watchers, which stop with ctx or stop, whichever comes first. stop
 // returns once the ATX buttons are released: the caller calls it before
 // the process exits, so that a SIGTERM in the middle of a press does not
-// leave the button held. keys, when set, is the keyboard and mouse, whose
-// changes come on wake; media is the virtual media drive, nil when it is
-// turned off.
-func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *hid.HID, wake <-chan struct{}, media *msd.Manager, log *slog.Logger) (d *httpd.Devices, stop func(), err error) {
+// leave the button held. pins are the ATX board's (nil: none); keys, when
+// set, is the keyboard and mouse, whose changes come on wake; media is the
+// virtual media drive, nil when it is turned off; outputs are the GPIO
+// output channels, released (pulses ended) by stop too.
+func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *hid.HID, wake <-chan struct{}, media *msd.Manager, outputs *ugpio.Outputs, log *slog.Logger) (d *httpd.Devices, stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	hub := &events.Hub{}
 	d = &httpd.Devices{Events: hub, Version: version}
 	atxDone := make(chan struct{})
 	ctl, err := atx.New(atx.Config{
-		Pins:     atxPins(src.Profile().Pins, pins),
+		Pins:     pins,
 		OnChange: func(st atx.State) { hub.Publish("atx", st) },
 		Log:      log.With("component", "atx"),
 	})
@@ -111,6 +110,9 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *h
 		ds.MSD, d.MSD = media.State, media
 		go media.Run(ctx, devicePoll, func(st msd.State) { hub.Publish(devices.EventMSD, st) })
 	}
+	if outputs != nil {
+		ds.Outputs, d.GPIO = outputs, outputs
+	}
 	d.State = ds.State
 	d.Channels = func(name string) bool {
 		return slices.ContainsFunc(ds.Channels(), func(p hw.PinSpec) bool { return p.Name == name })
@@ -119,5 +121,11 @@ func startDevices(ctx context.Context, src *info.Source, pins *atx.Pins, keys *h
 	// kvmd's info events after the greeting (health, uptime, node), read
 	// only while a WebSocket client listens.
 	go src.Watch(ctx, info.EventEvery, func() bool { return hub.Len() > 0 }, hub.Publish)
-	return d, func() { cancel(); <-atxDone }, nil
+	return d, func() {
+		cancel()
+		<-atxDone
+		if outputs != nil {
+			outputs.Close()
+		}
+	}, nil
 }

@@ -152,10 +152,20 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	var stopDevices func()
-	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, nil, keys, devWake, media, log); err != nil {
+	outputs := newOutputs(cfg, log.With("component", "gpio"), func() {
+		select {
+		case devWake <- struct{}{}:
+		default:
+		}
+	})
+	pins := atxBoard(cfg, src.Profile().Pins, log)
+	if hcfg.Devices, stopDevices, err = startDevices(ctx, src, pins, keys, devWake, media, outputs, log); err != nil {
 		return err
 	}
 	defer stopDevices()
+	// Checked at start (Config.check).
+	hcfg.Devices.MSDRemoteDeny, _ = parseNetworks("--msd-remote-deny", cfg.MSDRemoteDeny)
+	hcfg.Redfish = redfishConfig(cfg, hcfg.Devices, media)
 	stopStreamer, err := startStreamer(ctx, cfg, src, launcher, hcfg.Devices, log.With("component", "streamer"))
 	if err != nil {
 		return err

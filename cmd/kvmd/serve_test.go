@@ -92,6 +92,13 @@ func startDaemon(t *testing.T, env []string, extra []*os.File, args ...string) *
 	cmd := exec.Command(kvmdBin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.ExtraFiles = extra
+	return startProc(t, cmd)
+}
+
+// startProc starts cmd, a kvmd serve (or what execs one), as startDaemon
+// does.
+func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
 	// Pipes of our own, not cmd.StdoutPipe: Wait closes those as soon as
 	// the process exits, losing what it wrote last (the log buffer's
 	// final flush). Ours end at EOF, when the last writer has gone.

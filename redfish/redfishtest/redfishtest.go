@@ -21,12 +21,15 @@ import (
 )
 
 // Target is a daemon to talk to: its address (host:port) over plain HTTP
-// or TLS (a certificate nobody vouches for: the clients are told not to
-// verify it), and a user's credentials.
+// or TLS, and a user's credentials. CAFile, when set, is the certificate
+// sushy verifies the daemon's with; without it, and for the other
+// clients, the certificate is not verified (redfishtool never does;
+// Ansible is told not to).
 type Target struct {
 	Addr           string
 	TLS            bool
 	User, Password string
+	CAFile         string
 }
 
 func (tg Target) base() string {
@@ -68,8 +71,11 @@ func Redfishtool(t *testing.T, tg Target, args ...string) (string, error) {
 const python = "/usr/bin/python3"
 
 // Sushy runs script with Debian's python3, sushy importable, and
-// KVMD_BASE, KVMD_USER and KVMD_PASSWORD in its environment; it returns
-// what the script printed.
+// KVMD_BASE, KVMD_USER, KVMD_PASSWORD and KVMD_VERIFY (the CA file, empty
+// for none: pass verify=os.environ['KVMD_VERIFY'] or False) in its
+// environment; it returns what the script printed. The environment's CA
+// bundles for requests are dropped: requests would take them over the
+// session's verify that sushy sets.
 func Sushy(t *testing.T, tg Target, script string) (string, error) {
 	t.Helper()
 	testutil.NeedTool(t, "python3", python)
@@ -79,7 +85,12 @@ func Sushy(t *testing.T, tg Target, script string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-c", script)
-	cmd.Env = append(os.Environ(), "KVMD_BASE="+tg.base(), "KVMD_USER="+tg.User, "KVMD_PASSWORD="+tg.Password)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REQUESTS_CA_BUNDLE=") && !strings.HasPrefix(kv, "CURL_CA_BUNDLE=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "KVMD_BASE="+tg.base(), "KVMD_USER="+tg.User, "KVMD_PASSWORD="+tg.Password, "KVMD_VERIFY="+tg.CAFile)
 	return run(t, cmd)
 }
 
