@@ -130,6 +130,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("streamer", func(t *testing.T) { sys.testStreamer(t, &fig) })
 	t.Run("m2m", sys.testM2M)
 	t.Run("gpio", sys.testGPIO)
+	t.Run("redfish", sys.testRedfish)
 	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })
 	t.Run("hid layouts", sys.testHIDLayouts)
 	t.Run("hid outputs", sys.testHIDOutputs)

@@ -36,9 +36,11 @@ type machine struct {
 	shell        *shell
 	port         int
 	usbredirPort int
-	started      time.Time
-	exited       chan struct{}
-	waitErr      error
+	// trace is qemu's trace file (the pl061's output lines).
+	trace   string
+	started time.Time
+	exited  chan struct{}
+	waitErr error
 }
 
 // machineConfig is how to boot: the kernel's command line beyond the
@@ -77,6 +79,9 @@ func bootMachine(t *testing.T, img image, cfg machineConfig) *machine {
 		"-chardev", "socket,id=shell,server=on,wait=off,path=" + filepath.Join(cfg.sockDir, "shell"),
 		"-device", "virtio-serial-device",
 		"-device", "virtconsole,chardev=shell",
+		// The far side of the GPIO chip: qemu's trace of the pl061's
+		// output lines (testRedfish), with the time of each.
+		"-trace", "pl061_set_output", "-D", filepath.Join(cfg.sockDir, "qemu-trace.log"), "-msg", "timestamp=on",
 	}
 	if cfg.share != "" {
 		args = append(args,
@@ -94,7 +99,8 @@ func bootMachine(t *testing.T, img image, cfg machineConfig) *machine {
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	m := &machine{cmd: cmd, console: newTranscript(), port: port, usbredirPort: usbredirPort, exited: make(chan struct{})}
+	m := &machine{cmd: cmd, console: newTranscript(), port: port, usbredirPort: usbredirPort, exited: make(chan struct{}),
+		trace: filepath.Join(cfg.sockDir, "qemu-trace.log")}
 	m.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("qemu: %v", err)
