@@ -122,6 +122,10 @@ func pikvmServer(port int, web, cert, key string) string {
 			proxy_pass http://kvmd;%[7]s
 			auth_request off;
 		}
+		location /redfish {
+			proxy_pass http://kvmd;%[7]s
+			auth_request off;
+		}
 	}
 `, port, web, cert, key, locLogin, locNocache, locProxy, locWebsocket, locNobuffering)
 }
@@ -423,6 +427,10 @@ func TestPiKVMNginx(t *testing.T) {
 		return false
 	})
 
+	// Redfish, as PiKVM's nginx sends it: /redfish to the daemon as it is,
+	// its own authentication (nginx's auth_request off).
+	redfishThroughNginx(t, base)
+
 	// A page of another origin, the same site: the browser sends the
 	// cookie, the daemon refuses the handshake.
 	act(t, ctx, "the foreign page", chromedp.Navigate(fmt.Sprintf("https://127.0.0.1:%d/", evilPort)))
@@ -534,4 +542,36 @@ func freePort(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// redfishThroughNginx GETs Redfish resources through PiKVM's nginx: the
+// service root without credentials, the system with Basic, and the system
+// without credentials, which is Redfish's 401.
+func redfishThroughNginx(t *testing.T, base string) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer c.CloseIdleConnections()
+	for _, tt := range []struct {
+		path, user string
+		status     int
+		want       string
+	}{
+		{"/redfish/v1/", "", 200, `"Systems":{"@odata.id":"/redfish/v1/Systems"}`},
+		{"/redfish/v1/Systems/0", "admin", 200, `"Id":"0","Name":"Host"`},
+		{"/redfish/v1/Systems/0", "", 401, `"MessageId":"Base.1.16.NoValidSession"`},
+	} {
+		req, _ := http.NewRequest("GET", base+tt.path, nil)
+		if tt.user != "" {
+			req.SetBasicAuth(tt.user, "nginx pass")
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s through nginx: %v", tt.path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.want) {
+			t.Errorf("GET %s through nginx: %d %s, want %d with %s", tt.path, resp.StatusCode, b, tt.status, tt.want)
+		}
+	}
 }
