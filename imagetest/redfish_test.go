@@ -146,7 +146,7 @@ print('power', system.power_state.value)
 system.reset_system(sushy.`+action+`)
 s._auth.close()
 `)
-	if err != nil || !strings.Contains(out, "auth session") || !strings.Contains(out, "power "+strings.ToLower(state[on])) {
+	if err != nil || !strings.Contains(out, "auth session") || !strings.Contains(out, "power "+state[on]) {
 		t.Fatalf("sushy: %v\n%s", err, out)
 	}
 	idle()

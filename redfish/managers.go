@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"kvmd/msd"
@@ -137,14 +136,9 @@ func (s *Service) InsertMedia(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	obj, err := readObject(r)
+	obj, err := readParams(r, action, insertParams...)
 	if err != nil {
 		return err
-	}
-	for k := range obj {
-		if !slices.Contains(insertParams, k) {
-			return paramUnknown(action, k)
-		}
 	}
 	var p struct{ image, method, proto, user, passwd string }
 	for _, f := range []struct {

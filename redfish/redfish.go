@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -208,6 +209,20 @@ func readObject(r *http.Request) (map[string]json.RawMessage, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(b, &obj); err != nil || obj == nil {
 		return nil, errMalformedJSON
+	}
+	return obj, nil
+}
+
+// readParams reads an action's parameters, refusing one it does not take.
+func readParams(r *http.Request, action string, takes ...string) (map[string]json.RawMessage, error) {
+	obj, err := readObject(r)
+	if err != nil {
+		return nil, err
+	}
+	for k := range obj {
+		if !slices.Contains(takes, k) {
+			return nil, paramUnknown(action, k)
+		}
 	}
 	return obj, nil
 }

@@ -128,6 +128,12 @@ func (s *Service) System(w http.ResponseWriter, r *http.Request) error {
 // (pikvm/pikvm#1525): the OKD installer sets boot overrides, which a KVM
 // cannot apply; the body must still be a JSON object.
 func (s *Service) PatchSystem(w http.ResponseWriter, r *http.Request) error {
+	return s.accepted(w, r)
+}
+
+// accepted answers 204 to a request on the system with a JSON object for
+// its body, doing nothing.
+func (s *Service) accepted(w http.ResponseWriter, r *http.Request) error {
 	if _, _, err := s.system(); err != nil {
 		return err
 	}
@@ -144,14 +150,9 @@ func (s *Service) Reset(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	obj, err := readObject(r)
+	obj, err := readParams(r, action, "ResetType")
 	if err != nil {
 		return err
-	}
-	for k := range obj {
-		if k != "ResetType" {
-			return paramUnknown(action, k)
-		}
 	}
 	t, ok, err := stringParam(obj, action, "ResetType")
 	switch {
@@ -176,11 +177,5 @@ func (s *Service) Reset(w http.ResponseWriter, r *http.Request) error {
 // with 204: kvmd lists the action for the OKD installer (pikvm/pikvm#1525);
 // the host's boot order is the host's.
 func (s *Service) SetDefaultBootOrder(w http.ResponseWriter, r *http.Request) error {
-	if _, _, err := s.system(); err != nil {
-		return err
-	}
-	if _, err := readObject(r); err != nil {
-		return err
-	}
-	return noContent(w)
+	return s.accepted(w, r)
 }

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"testing"
-	"time"
 
 	"kvmd/internal/netnstest"
 )
@@ -71,14 +69,7 @@ func TestCheck(t *testing.T) {
 // directed broadcast (10.213.N.255) arrives too.
 func TestSendBroadcast(t *testing.T) {
 	p := netnstest.New(t)
-	var ln *net.UDPConn
-	if err := p.Do(p.B, func() (err error) {
-		ln, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 9})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := p.ListenUDP(t, p.B, 9)
 	mac, _ := ParseMAC("52:54:00:12:34:56")
 	want, _ := Packet(mac)
 	directed := netip.AddrFrom4([4]byte{10, 213, p.AddrA.As4()[2], 255})
@@ -86,19 +77,14 @@ func TestSendBroadcast(t *testing.T) {
 		if err := p.Do(p.A, func() error { return Sender{MAC: mac, Addr: to}.Send(context.Background()) }); err != nil {
 			t.Fatalf("send to %s: %v", to, err)
 		}
-		buf := make([]byte, 512)
-		ln.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, from, err := ln.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			t.Fatalf("to %s: nothing read in the far namespace: %v", to, err)
-		}
-		if !bytes.Equal(buf[:n], want) {
-			t.Errorf("to %s: read %x", to, buf[:n])
+		got, from := netnstest.ReadFrom(t, ln)
+		if !bytes.Equal(got, want) {
+			t.Errorf("to %s: read %x", to, got)
 		}
 		if from.Addr() != p.AddrA {
 			t.Errorf("to %s: from %s, want %s", to, from, p.AddrA)
 		}
-		t.Logf("to %s: %d bytes from %s", to, n, from)
+		t.Logf("to %s: %d bytes from %s", to, len(got), from)
 	}
 }
 

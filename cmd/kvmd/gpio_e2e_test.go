@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"kvmd/internal/netnstest"
 	"kvmd/wol"
@@ -25,25 +24,41 @@ func unixClient(sock string) *http.Client {
 	}}}
 }
 
-// post POSTs path as the operator and returns the status and the
+// post POSTs path over c as the operator and returns the status and the
 // envelope's error name.
 func post(t *testing.T, c *http.Client, path string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", "http://kvmd"+path, nil)
-	req.SetBasicAuth("op", "oppass")
+	return apiDo(t, c, "POST", "http://kvmd"+path, "op", "oppass", nil)
+}
+
+// apiDo sends a request to url with Basic credentials and returns its
+// status and the envelope's error name; v, when set, gets its result.
+func apiDo(t *testing.T, c *http.Client, method, url, user, passwd string, v any) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	req.SetBasicAuth(user, passwd)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var env struct {
-		Result struct {
-			Error string `json:"error"`
-		} `json:"result"`
-	}
 	b, _ := io.ReadAll(resp.Body)
-	json.Unmarshal(b, &env)
-	return resp.StatusCode, env.Result.Error
+	var env struct {
+		Result json.RawMessage `json:"result"`
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		t.Fatalf("%s %s: not the envelope: %s", method, url, b)
+	}
+	json.Unmarshal(env.Result, &e)
+	if v != nil {
+		if err := json.Unmarshal(env.Result, v); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, url, err, b)
+		}
+	}
+	return resp.StatusCode, e.Error
 }
 
 // TestWakeOnLAN runs the demo daemon in a network namespace of its own,
@@ -55,14 +70,7 @@ func post(t *testing.T, c *http.Client, path string) (int, string) {
 // kvmd's 400s.
 func TestWakeOnLAN(t *testing.T) {
 	p := netnstest.New(t)
-	var ln *net.UDPConn
-	if err := p.Do(p.B, func() (err error) {
-		ln, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 9})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := p.ListenUDP(t, p.B, 9)
 	users := usersFile(t, "op", "oppass")
 	if _, stderr, err := runKvmd(t, "", "user", "set", "op", "--role", "operator", "--users", users); err != nil {
 		t.Fatalf("user set: %v %s", err, stderr)
@@ -97,14 +105,8 @@ func TestWakeOnLAN(t *testing.T) {
 		t.Errorf("a second pulse at once: %d %s", status, name)
 	}
 	want, _ := wol.Packet(mustMAC(t, mac))
-	buf := make([]byte, 512)
-	ln.SetReadDeadline(time.Now().Add(5 * time.Second))
-	n, from, err := ln.ReadFromUDPAddrPort(buf)
-	if err != nil {
-		t.Fatalf("no magic packet in the far namespace: %v", err)
-	}
-	if !bytes.Equal(buf[:n], want) || from.Addr() != p.AddrA {
-		t.Errorf("read %x from %s, want %x from %s", buf[:n], from, want, p.AddrA)
+	if got, from := netnstest.ReadFrom(t, ln); !bytes.Equal(got, want) || from.Addr() != p.AddrA {
+		t.Errorf("read %x from %s, want %x from %s", got, from, want, p.AddrA)
 	}
 	if status, name := post(t, c, "/api/gpio/switch?channel=__wol__&state=1"); status != 400 || name != "GpioSwitchNotSupported" {
 		t.Errorf("switch of __wol__: %d %s", status, name)
@@ -151,20 +153,5 @@ func mustMAC(t *testing.T, s string) net.HardwareAddr {
 // getJSON GETs path over c as the operator into v (the envelope's result).
 func getJSON(t *testing.T, c *http.Client, path string, v any) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://kvmd"+path, nil)
-	req.SetBasicAuth("op", "oppass")
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var env struct {
-		Result json.RawMessage `json:"result"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(env.Result, v); err != nil {
-		t.Fatal(err)
-	}
+	apiDo(t, c, "GET", "http://kvmd"+path, "op", "oppass", v)
 }

@@ -69,22 +69,7 @@ func imagesDir(t *testing.T, iso []byte) string {
 // api GETs an /api path as the operator into v.
 func (e *redfishDemo) api(t *testing.T, path string, v any) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "https://"+e.addr+path, nil)
-	req.SetBasicAuth("op", "oppass")
-	resp, err := e.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var env struct {
-		Result json.RawMessage `json:"result"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(env.Result, v); err != nil {
-		t.Fatal(err)
-	}
+	apiDo(t, e.client, "GET", "https://"+e.addr+path, "op", "oppass", v)
 }
 
 // power waits for the ATX board to be idle and returns the power LED.

@@ -9,12 +9,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -95,4 +97,31 @@ func (p *Pair) Do(ns string, f func() error) error {
 // Command returns cmd run inside namespace ns (ip netns exec).
 func (p *Pair) Command(ns string, name string, args ...string) *exec.Cmd {
 	return exec.Command(p.ip, append([]string{"netns", "exec", ns, name}, args...)...)
+}
+
+// ListenUDP listens on UDP port on every address of namespace ns, as a
+// machine there would, until t ends.
+func (p *Pair) ListenUDP(t testing.TB, ns string, port int) *net.UDPConn {
+	t.Helper()
+	var ln *net.UDPConn
+	if err := p.Do(ns, func() (err error) {
+		ln, err = net.ListenUDP("udp4", &net.UDPAddr{Port: port})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// ReadFrom reads one datagram from ln within 5 s, and its sender.
+func ReadFrom(t testing.TB, ln *net.UDPConn) ([]byte, netip.AddrPort) {
+	t.Helper()
+	buf := make([]byte, 2048)
+	ln.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, from, err := ln.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("nothing read in the far namespace: %v", err)
+	}
+	return buf[:n], from
 }
