@@ -38,6 +38,7 @@ FUZZ_TARGETS := \
 	FuzzLook:./streamer/memsink/ \
 	FuzzParseJSON:./hid/ \
 	FuzzParseBinary:./hid/ \
+	FuzzActionBodies:./redfish/ \
 	FuzzWSMessage:./httpd/ \
 	FuzzCheckName:./msd/ \
 	FuzzReadMsg:./vnc/
