@@ -27,13 +27,14 @@ const (
 // pl061Conf is what testRedfish adds to the daemon's configuration: an
 // ATX board and an output channel on the pl061's lines.
 var pl061Conf = fmt.Sprintf(`atx-pin: [power_led=gpiochip0/%d, hdd_led=gpiochip0/%d, power_switch=gpiochip0/%d, reset_switch=gpiochip0/%d]
-gpio-output: [relay=gpiochip0/%d]
+gpio-output: ["relay=gpiochip0/%d,pulse-max=1"]
 `, linePowerLED, lineHDDLED, linePowerSwitch, lineResetSwitch, lineRelay)
 
 // pl061Out is qemu's trace of the pl061 driving an output line
-// (hw/gpio/trace-events: pl061_set_output "%s setting output %d line to
-// %d"), with the log backend's "PID@SECONDS:" before it.
-var pl061Out = regexp.MustCompile(`(?:(\d+)@(\d+\.\d+):)?pl061_set_output \S+ setting output (\d+) line to (\d)`)
+// (hw/gpio/trace-events: pl061_set_output, "%s setting output %d to %d"
+// in qemu 7.2), with the log backend's "PID@SECONDS:" before it (-msg
+// timestamp=on).
+var pl061Out = regexp.MustCompile(`(?:(\d+)@(\d+\.\d+):)?pl061_set_output \S+ setting output (\d+)(?: line)? to (\d)`)
 
 // lineEvent is one level qemu's pl061 put on a line, and when.
 type lineEvent struct {
