@@ -64,6 +64,9 @@ func newMSDEnv(t *testing.T, o envOpts, stall time.Duration, files map[string]st
 			return map[string]any{"from": typ}
 		},
 	}
+	if o.redfish != nil {
+		o.redfish.Media = m // Redfish's virtual media is this drive
+	}
 	return &msdEnv{env: newEnv(t, o), m: m, drive: drive, dir: dir, mlog: mlog}
 }
 

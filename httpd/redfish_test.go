@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"kvmd/atx"
+	"kvmd/msd"
 	"kvmd/redfish"
 )
 
@@ -174,5 +176,84 @@ func TestRedfishRoutes(t *testing.T) {
 	}
 	if r := e.redfish("POST", "/redfish/v1/SessionService/Sessions", nil, `{"UserName":"operator","Password":"wrong"}`); r.status != 401 || r.id != "NoValidSession" {
 		t.Errorf("a wrong password's login: %d %s", r.status, r.id)
+	}
+}
+
+// TestDownloadsEndWithTheirSession: a download of write_remote, and one of
+// Redfish's InsertMedia, ends when the session it came with does (here a
+// logout through the Redfish session's DELETE, and one through
+// /api/auth/sessions): the answer says so at once and nothing is kept.
+func TestDownloadsEndWithTheirSession(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000000")
+		w.Write(make([]byte, 1000))
+		w.(http.Flusher).Flush()
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	defer files.Close()
+	e := newMSDEnv(t, envOpts{redfish: &redfish.Config{Remote: msd.FetchOptions{Timeout: 5 * time.Second}}}, 0, nil)
+	uploading := func() bool {
+		st := e.m.State()
+		return st.Storage != nil && st.Storage.Uploading != nil && st.Storage.Uploading.Written > 0
+	}
+
+	// Redfish: InsertMedia with a session's X-Auth-Token, the session
+	// then ended by the DELETE of its resource.
+	r := e.redfish("POST", "/redfish/v1/SessionService/Sessions", nil, `{"UserName":"operator","Password":"operator-pass"}`)
+	xauth := map[string]string{"X-Auth-Token": r.header.Get("X-Auth-Token")}
+	done := make(chan rfReply, 1)
+	go func() {
+		done <- e.redfish("POST", redfish.InsertPath, xauth, `{"Image":"`+files.URL+`/slow.iso"}`)
+	}()
+	eventually(t, "the download begun", uploading)
+	start := time.Now()
+	if r := e.redfish("DELETE", r.header.Get("Location"), map[string]string{"Authorization": basic("admin", "admin-pass")}, ""); r.status != 204 {
+		t.Fatalf("DELETE the session: %d %s", r.status, r.id)
+	}
+	select {
+	case r := <-done:
+		if r.status != 400 || r.id != "GeneralError" {
+			t.Errorf("InsertMedia after its session ended: %d %s", r.status, r.id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("InsertMedia goes on after its session ended")
+	}
+	t.Logf("InsertMedia ended %v after its session", time.Since(start).Round(time.Millisecond))
+
+	// write_remote with a session cookie, the session ended through the
+	// API.
+	tok := e.login("operator", "operator-pass")
+	lines := make(chan []string, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", e.base+"/api/msd/write_remote?url="+files.URL+"/slow2.iso", nil)
+		req.Header.Set("Cookie", "auth_token="+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			lines <- []string{err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		lines <- strings.Split(strings.TrimSpace(string(b)), "\r\n")
+	}()
+	eventually(t, "the download begun", uploading)
+	if r := e.req("DELETE", "/api/auth/sessions?user=operator", adminHdr, ""); r.status != 200 {
+		t.Fatalf("ending the operator's sessions: %d %s", r.status, r.body)
+	}
+	select {
+	case l := <-lines:
+		if last := l[len(l)-1]; !strings.Contains(last, `"ok":false`) || !strings.Contains(last, "was stopped") {
+			t.Errorf("write_remote's last line: %q", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("write_remote goes on after its session ended")
+	}
+	if got := e.files(); len(got) != 0 {
+		t.Errorf("storage holds %q", got)
 	}
 }

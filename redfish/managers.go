@@ -262,7 +262,7 @@ func (s *Service) download(ctx context.Context, m Media, rawURL string) (string,
 		if errors.As(err, &cut) && !errors.As(err, new(*msd.Error)) {
 			why := "the image's server stopped sending or cut the connection"
 			if errors.Is(err, context.Canceled) {
-				why = "an EjectMedia or the client going away stopped it"
+				why = "an EjectMedia, the client going away or its session ending stopped it"
 			}
 			return "", &Error{Status: http.StatusBadRequest, ID: "GeneralError", Err: err,
 				Msg: fmt.Sprintf("The download stopped after %d of %d bytes (%s); nothing was kept.", cut.Written, cut.Size, why)}
