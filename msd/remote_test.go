@@ -33,8 +33,6 @@ type imageServer struct {
 	open atomic.Int64
 	// hang is closed to let a stalled handler go.
 	hang chan struct{}
-	// other is a second server, for redirects across schemes.
-	other *imageServer
 }
 
 func newImageServer(t *testing.T, tls bool) *imageServer {

@@ -16,7 +16,6 @@ package redfish
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -262,5 +261,3 @@ func shortValue(raw json.RawMessage) string {
 	}
 	return s
 }
-
-var errNoMedia = errors.New("redfish: no virtual media")

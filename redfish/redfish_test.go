@@ -429,7 +429,7 @@ func TestInsertURL(t *testing.T) {
 		switch r.URL.Path {
 		case "/live.iso":
 			if u, p, ok := r.BasicAuth(); r.URL.Query().Has("auth") && (!ok || u != "me" || p != "secret") {
-				http.Error(w, "who", 401)
+				http.Error(w, "who", http.StatusUnauthorized)
 				return
 			}
 			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(img))
