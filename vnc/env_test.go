@@ -197,6 +197,8 @@ type envOpts struct {
 	hold       func(Identity) (func(), error)
 	quality    int
 	handshake  time.Duration
+	// external, when set, checks every user (auth.Authenticator.External).
+	external *auth.External
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -233,6 +235,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.a = auth.New(us, nil, &auth.Sessions{Max: 100, MaxPerUser: 16}, auth.NewLimiter(), log)
+	e.a.External = o.external
 
 	// The keyboard and mouse, on the stand-in host.
 	root := filepath.Join(dir, "root")

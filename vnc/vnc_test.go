@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kvmd/auth"
+	"kvmd/auth/backend/backendtest"
 	"kvmd/otg"
 )
 
@@ -498,6 +499,39 @@ func TestRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.closed(5 * time.Second)
+
+	c = dial(t, e.addr)
+	c.mustLogin(e, "watch", "watchpass")
+	if err := e.store.Delete("watch"); err != nil {
+		t.Fatal(err)
+	}
+	c.closed(5 * time.Second)
+	goroutines(t, base)
+}
+
+// TestRevokedExternal: the connection of an external backend's user ends
+// when the backend no longer takes the password, which only asking it
+// again tells (auth.Principal.Recheck, every cache lifetime); while it
+// still does, the connection stays.
+func TestRevokedExternal(t *testing.T) {
+	fake := backendtest.New(map[string]string{"alice": "alice-pass"})
+	ext, err := auth.NewExternal(auth.ExternalConfig{Backend: fake, CacheTTL: time.Second, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{external: ext})
+	base := settled()
+	c := dial(t, e.addr)
+	c.mustLogin(e, "alice", "alice-pass")
+	c.setEncodings(encRaw)
+	c.picture()
+	time.Sleep(2500 * time.Millisecond) // two rechecks that the password passes
+	c.picture()
+	fake.Set("alice", "other-pass")
+	start := time.Now()
+	c.closed(5 * time.Second)
+	t.Logf("closed %v after the backend's change", time.Since(start))
+	goroutines(t, base)
 }
 
 // TestShutdown: Serve returns when its context ends, with clients
