@@ -2,7 +2,8 @@
 // Debian system under systemd and checks it as a user meets it after
 // flashing: the first-boot banner on the serial console, socket activation
 // with Type=notify and the watchdog, /api/info through the unit's sandbox,
-// /api/log from the live system journal, the web UI's edits of the users
+// /api/log from the live system journal, Redfish power on the GPIO chip
+// and a VNC viewer's picture and keys, the web UI's edits of the users
 // and tokens files, virtual media read back by the host side of the USB
 // gadget, the hardware H.264 encoder's V4L2 path on the kernel's vicodec
 // (built by vicodec.sh from Debian's kernel source), a power cut right

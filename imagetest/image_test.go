@@ -134,6 +134,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })
 	t.Run("hid layouts", sys.testHIDLayouts)
 	t.Run("hid outputs", sys.testHIDOutputs)
+	t.Run("vnc", sys.testVNC)
 	t.Run("firmware", sys.testFirmware)
 	t.Run("msd", func(t *testing.T) { sys.testMSD(t, &fig) })
 	t.Run("log", sys.testLog)

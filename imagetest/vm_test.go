@@ -29,13 +29,14 @@ type image struct {
 // console (ttyAMA0, what a user sees on a device's serial port) read into
 // console, a root shell on the virtio console hvc0, and the guest's port
 // 443 forwarded to port on the host's loopback, its port usbredirGuestPort
-// to usbredirPort.
+// to usbredirPort and vncGuestPort to vncPort.
 type machine struct {
 	cmd          *exec.Cmd
 	console      *transcript
 	shell        *shell
 	port         int
 	usbredirPort int
+	vncPort      int
 	// trace is qemu's trace file (the pl061's output lines).
 	trace   string
 	started time.Time
@@ -64,7 +65,7 @@ const qemuCPU = "cortex-a53"
 // bootMachine starts qemu; the caller must stop it.
 func bootMachine(t *testing.T, img image, cfg machineConfig) *machine {
 	t.Helper()
-	port, usbredirPort := freePort(t), freePort(t)
+	port, usbredirPort, vncPort := freePort(t), freePort(t), freePort(t)
 	args := []string{
 		"-M", "virt", "-cpu", qemuCPU, "-smp", "2", "-m", "1024",
 		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
@@ -72,7 +73,8 @@ func bootMachine(t *testing.T, img image, cfg machineConfig) *machine {
 		"-append", "root=/dev/vda rw console=ttyAMA0 panic=-1 " + cfg.cmdline,
 		"-drive", "if=none,id=root,format=qcow2,file=" + cfg.overlay,
 		"-device", "virtio-blk-device,drive=root",
-		"-netdev", fmt.Sprintf("user,id=net,hostfwd=tcp:127.0.0.1:%d-:443,hostfwd=tcp:127.0.0.1:%d-:%d", port, usbredirPort, usbredirGuestPort),
+		"-netdev", fmt.Sprintf("user,id=net,hostfwd=tcp:127.0.0.1:%d-:443,hostfwd=tcp:127.0.0.1:%d-:%d,hostfwd=tcp:127.0.0.1:%d-:%d",
+			port, usbredirPort, usbredirGuestPort, vncPort, vncGuestPort),
 		"-device", "virtio-net-device,netdev=net",
 		"-device", "virtio-rng-device",
 		"-serial", "stdio",
@@ -99,7 +101,7 @@ func bootMachine(t *testing.T, img image, cfg machineConfig) *machine {
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	m := &machine{cmd: cmd, console: newTranscript(), port: port, usbredirPort: usbredirPort, exited: make(chan struct{}),
+	m := &machine{cmd: cmd, console: newTranscript(), port: port, usbredirPort: usbredirPort, vncPort: vncPort, exited: make(chan struct{}),
 		trace: filepath.Join(cfg.sockDir, "qemu-trace.log")}
 	m.started = time.Now()
 	if err := cmd.Start(); err != nil {
