@@ -204,6 +204,56 @@ func TestSetParamsRestarts(t *testing.T) {
 	}
 }
 
+// TestNoClientForALeavingStreamer: once the daemon has decided to stop a
+// streamer (a reset, new params, the shutdown delay over), a client that
+// comes gets the next one, never the leaving one, which serves on while
+// it ends (a real one finishing its work after SIGTERM) and then cuts it:
+// PiKVM's page asks for a snapshot right after its reset, and got 503
+// about once in 30 tries when it was given the old streamer.
+func TestNoClientForALeavingStreamer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// leave makes the daemon decide to stop the running streamer,
+		// with release letting go of the test's hold on it.
+		leave func(t *testing.T, s *streamer.Streamer, l *streamertest.Launcher, release func())
+	}{
+		{"reset", func(t *testing.T, s *streamer.Streamer, _ *streamertest.Launcher, _ func()) {
+			s.Reset()
+		}},
+		{"new params", func(t *testing.T, s *streamer.Streamer, _ *streamertest.Launcher, _ func()) {
+			if err := s.SetParams(streamer.Change{"quality": "42"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"shutdown delay", func(t *testing.T, _ *streamer.Streamer, l *streamertest.Launcher, release func()) {
+			release()
+			eventually(t, 5*time.Second, "the stop after the shutdown delay", func() bool { return l.Procs()[0].Asked() })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &streamertest.Launcher{StopDelay: 300 * time.Millisecond}
+			s := streamer.New(streamer.Config{
+				Launcher: l, Dir: shortDir(t), ResetDelay: time.Millisecond, ShutdownDelay: 20 * time.Millisecond,
+				Capture: func() (streamer.Capture, error) { return vivid, nil },
+			})
+			run(t, s)
+			release := s.Acquire()
+			defer release()
+			if _, err := s.Snapshot(context.Background(), false, false, true); err != nil {
+				t.Fatalf("first snapshot: %v", err)
+			}
+			tc.leave(t, s, l, release)
+			if _, err := s.Snapshot(context.Background(), false, false, true); err != nil {
+				t.Fatalf("snapshot after the decision: %v", err)
+			}
+			// The snapshot came after the old streamer ended: from the next.
+			if n, old := l.Launches(), l.Procs()[0]; n != 2 || !old.Asked() || l.Running() != 1 {
+				t.Errorf("the snapshot came with %d streamers started, %d running: the leaving one served it", n, l.Running())
+			}
+		})
+	}
+}
+
 // TestNotInstalled: without ustreamer, the operations say so at once and
 // the state has no streamer.
 func TestNotInstalled(t *testing.T) {

@@ -132,10 +132,14 @@ func applyStreamer(applied, ss map[string]any, f Features) {
 	}
 }
 
-// readyInstance is the running streamer, when it answers on its socket.
+// readyInstance is the running streamer, when it answers on its socket
+// and the daemon is not stopping it.
 func (s *Streamer) readyInstance() *instance {
 	s.mu.Lock()
 	cur := s.cur
+	if !s.usable(cur) {
+		cur = nil
+	}
 	s.mu.Unlock()
 	if cur == nil {
 		return nil
@@ -288,14 +292,16 @@ func (s *Streamer) SetParams(ch Change) error {
 	}
 	changed := p != s.params
 	s.params = p
-	running := s.cur != nil
+	if changed && s.cur != nil {
+		// The reset asked in one step with the change: no client is
+		// given the streamer of the old params after this returns.
+		s.resetReq = true
+	}
 	s.mu.Unlock()
 	if changed {
 		s.log.Info("streamer params changed", "quality", p.Quality, "desired_fps", p.DesiredFPS, "resolution", p.Resolution)
 		s.wake(s.note)
-		if running {
-			s.Reset()
-		}
+		s.wake(s.kick)
 	}
 	return nil
 }

@@ -138,7 +138,10 @@ type instance struct {
 	ready   chan struct{} // closed when its socket accepts connections
 	exited  chan struct{} // closed when it ended; err is then set
 	err     error
-	stopped atomic.Bool // the daemon asked it to end
+	// leaving says the daemon decided to stop it (a reset, new params,
+	// the shutdown delay over, the daemon's end): it serves on while it
+	// ends, but no client that comes is given it. Guarded by Streamer.mu.
+	leaving bool
 }
 
 // New returns a streamer for cfg.
@@ -267,7 +270,8 @@ func (s *Streamer) Viewers() int {
 }
 
 // Reset restarts the streamer if it runs (kvmd's /streamer/reset): it
-// stops at once and starts again after the reset delay.
+// stops at once and starts again after the reset delay. A client that
+// comes once Reset has returned waits for the new one.
 func (s *Streamer) Reset() {
 	s.mu.Lock()
 	s.resetReq = true
@@ -300,10 +304,24 @@ func (s *Streamer) setCur(inst *instance, err error) {
 	s.wake(s.note)
 }
 
-func (s *Streamer) wanted() bool {
+// usable says whether a client that comes now may be given inst: it runs
+// and the daemon has not decided to stop it, nor been asked to (a reset
+// Run has not taken yet). Called with s.mu held.
+func (s *Streamer) usable(inst *instance) bool {
+	return inst != nil && !inst.leaving && !s.resetReq
+}
+
+// leaveIfUnwanted marks inst leaving if no client wants the streamer, in
+// one step with the look at the clients: one that comes after it waits
+// for the next streamer, rather than being given this one as it stops.
+func (s *Streamer) leaveIfUnwanted(inst *instance) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.refs > 0 || s.cfg.Forever
+	if s.refs > 0 || s.cfg.Forever {
+		return false
+	}
+	inst.leaving = true
+	return true
 }
 
 // Run runs the streamer while it is wanted, and watches its state for
@@ -344,6 +362,11 @@ func (s *Streamer) Run(ctx context.Context) {
 		want := s.refs > 0 || s.cfg.Forever
 		reset, retry := s.resetReq, s.retry
 		s.resetReq, s.retry = false, false
+		if reset && cur != nil {
+			// Marked with the request taken, so that no client is given
+			// it between the two.
+			cur.leaving = true
+		}
 		permanent := errors.Is(s.lastErr, ErrNotInstalled) || errors.Is(s.lastErr, ErrNoCapture)
 		s.mu.Unlock()
 
@@ -397,7 +420,7 @@ func (s *Streamer) Run(ctx context.Context) {
 		case <-s.kick:
 		case <-timerC(stopT):
 			stopT = nil
-			if !s.wanted() && cur != nil {
+			if cur != nil && s.leaveIfUnwanted(cur) {
 				s.stop(cur, "no clients")
 				cur = nil
 				s.setCur(nil, nil)
@@ -520,7 +543,9 @@ func (s *Streamer) waitSocket(inst *instance) {
 
 // stop ends inst and waits for its end: never two streamers at once.
 func (s *Streamer) stop(inst *instance, why string) {
-	inst.stopped.Store(true)
+	s.mu.Lock()
+	inst.leaving = true
+	s.mu.Unlock()
 	s.log.Info("stopping the streamer", "pid", inst.proc.Pid(), "why", why)
 	inst.proc.Stop()
 	select {
@@ -557,8 +582,9 @@ func (s *Streamer) logLine(pid int, line string) {
 }
 
 // waitReady waits until a streamer runs and answers on its socket, for at
-// most the start timeout. A start that found no program or no capture
-// device ends the wait at once with its error.
+// most the start timeout: never one the daemon is stopping. A start that
+// found no program or no capture device ends the wait at once with its
+// error.
 func (s *Streamer) waitReady(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
@@ -568,6 +594,11 @@ func (s *Streamer) waitReady(ctx context.Context) (*instance, error) {
 	for {
 		s.mu.Lock()
 		cur, changed, lastErr, attempts := s.cur, s.changed, s.lastErr, s.attempts
+		if cur != nil && !s.usable(cur) {
+			// Stopping: the next one will do, once Run has
+			// replaced it (changed).
+			cur = nil
+		}
 		s.mu.Unlock()
 		var ready <-chan struct{}
 		if cur != nil {
