@@ -439,7 +439,17 @@ func TestKillLoop(t *testing.T) {
 	f := &crashFixture{dir: dir, users: users}
 	m := &killModel{roles: map[string]string{"admin": "admin"}, live: map[string]killToken{}, dead: map[string]string{}}
 	var pending *killOp
-	est := map[string]time.Duration{} // how long each kind of write took when not killed
+	// The kills' delays are drawn over how long a write of the kind takes
+	// now, measured on a write of it let through whole: the first of each
+	// kind and one in measureEvery after, so that the delays follow the
+	// machine's speed as other work comes and goes. (Learnt only from
+	// the writes that outran their kill, the estimate stayed where the
+	// first ones left it, 100 ms: with three cores busy every kill landed
+	// in the first 125 ms of writes that hashed a password for longer,
+	// none at their end, where the files change: 0 inside in 1000.)
+	const measureEvery = 4
+	est := map[string]time.Duration{}
+	seen := map[string]int{} // writes of each kind so far
 	// At least wantKills kills in flight, and wantInside of them inside a
 	// change of the files: FILE.pending found at the restart (written
 	// before the first file, removed after the last). From one kill in ten
@@ -465,11 +475,12 @@ func TestKillLoop(t *testing.T) {
 		op := m.nextOp(rnd)
 		pending = &op
 		writes++
-		limit := est[op.name]
-		if limit == 0 {
-			limit = 100 * time.Millisecond
+		measure := seen[op.name]%measureEvery == 0
+		seen[op.name]++
+		var delay time.Duration
+		if !measure {
+			delay = time.Duration(rnd.Int64N(int64(est[op.name])*5/4 + 1))
 		}
-		delay := time.Duration(rnd.Int64N(int64(limit) * 5 / 4))
 		type result struct {
 			status int
 			body   []byte
@@ -482,17 +493,20 @@ func TestKillLoop(t *testing.T) {
 			res <- result{st, b, time.Since(sent)}
 		}()
 		var r result
-		select {
-		case r = <-res:
-			est[op.name] = max(est[op.name], r.took)
-			d.cmd.Process.Kill() // after the write: no kill inside it
-		case <-time.After(delay):
-			d.cmd.Process.Kill()
+		if measure {
 			r = <-res
-			if r.status == 0 {
-				kills++
-			} else {
-				est[op.name] = max(est[op.name], r.took)
+			est[op.name] = r.took
+			d.cmd.Process.Kill() // after the write: no kill inside it
+		} else {
+			select {
+			case r = <-res:
+				d.cmd.Process.Kill() // after the write: no kill inside it
+			case <-time.After(delay):
+				d.cmd.Process.Kill()
+				r = <-res
+				if r.status == 0 {
+					kills++
+				}
 			}
 		}
 		<-d.done
