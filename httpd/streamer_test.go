@@ -49,10 +49,8 @@ func newStreamerEnvWith(t *testing.T, kind string, w, h int, src streamertest.So
 	st := streamer.New(streamer.Config{
 		Launcher: l, Dir: dir, StatePoll: 50 * time.Millisecond, ResetDelay: time.Millisecond,
 		ShutdownDelay: 200 * time.Millisecond,
-		Capture: func() (streamer.Capture, error) {
-			return streamer.Capture{Device: "/dev/video0", Kind: kind}, nil
-		},
-		Publish: d.Events.Publish,
+		Video:         streamertest.Video{Device: streamer.Capture{Device: "/dev/video0", Kind: kind}},
+		Publish:       d.Events.Publish,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

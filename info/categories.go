@@ -1,10 +1,12 @@
 package info
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
 	"kvmd/hw"
+	"kvmd/streamer"
 )
 
 func mustJSON(v any) []byte {
@@ -57,11 +59,13 @@ type kernel struct {
 func (s *Source) system() (full, bare []byte) {
 	k, err := s.cfg.FS.Kernel()
 	s.report("kernel", err)
-	st := streamer{Features: map[string]bool{}}
+	st := streamerState{Features: map[string]bool{}}
 	if s.cfg.Streamer != nil {
-		st.App, st.Version, st.Features = s.cfg.Streamer()
-		if st.Features == nil {
-			st.Features = map[string]bool{}
+		if p, err := s.cfg.Streamer.Probe(context.Background()); err == nil {
+			st.App, st.Version = s.cfg.StreamerApp, p.Version
+			if p.Features != nil {
+				st.Features = p.Features
+			}
 		}
 	}
 	sys := map[string]any{
@@ -74,11 +78,17 @@ func (s *Source) system() (full, bare []byte) {
 	return mustJSON(sys), bare
 }
 
-// streamer is kvmd's system.streamer: the streamer's program name, its
-// --version and its --features as name → enabled. kvmd always answers the
-// object, with empty values when it cannot ask the streamer, and typed
+// StreamerProber asks the video streamer's program what it is
+// (streamer.Launcher's Probe: ustreamer --version and --features).
+type StreamerProber interface {
+	Probe(ctx context.Context) (streamer.Program, error)
+}
+
+// streamerState is kvmd's system.streamer: the streamer's program name,
+// its --version and its --features as name → enabled. kvmd always answers
+// the object, with empty values when it cannot ask the streamer, and typed
 // clients reject null.
-type streamer struct {
+type streamerState struct {
 	App      string          `json:"app"`
 	Version  string          `json:"version"`
 	Features map[string]bool `json:"features"`

@@ -1,11 +1,13 @@
 package info
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
 	"kvmd/hw"
 	"kvmd/hw/v4l2test"
+	"kvmd/streamer"
 )
 
 // TestStreamerShape: system.streamer is kvmd's object (app, version,
@@ -31,12 +33,8 @@ func TestStreamerShape(t *testing.T) {
 // TestStreamerProgram: with a streamer program, system.streamer says what
 // it is, as kvmd asks ustreamer --version and --features; it is asked once.
 func TestStreamerProgram(t *testing.T) {
-	asked := 0
-	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{},
-		Streamer: func() (string, string, map[string]bool) {
-			asked++
-			return "ustreamer", "4.9", map[string]bool{"WITH_OMX": false, "HAS_PDEATHSIG": true}
-		}})
+	p := &prober{p: streamer.Program{Version: "4.9", Features: map[string]bool{"WITH_OMX": false, "HAS_PDEATHSIG": true}}}
+	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{}, Streamer: p, StreamerApp: "ustreamer"})
 	for range 2 {
 		res := decode(t, s.Result([]string{"system"}, false))
 		got, _ := json.Marshal(get(res, "system", "streamer"))
@@ -44,7 +42,33 @@ func TestStreamerProgram(t *testing.T) {
 			t.Errorf("system.streamer = %s, want %s", got, want)
 		}
 	}
-	if asked != 1 {
-		t.Errorf("the program was asked %d times, want once", asked)
+	if p.asked != 1 {
+		t.Errorf("the program was asked %d times, want once", p.asked)
 	}
+}
+
+// TestStreamerNotInstalled: a program that cannot be asked gives the
+// empty values, not its name.
+func TestStreamerNotInstalled(t *testing.T) {
+	p := &prober{err: streamer.ErrNotInstalled}
+	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{}, Streamer: p, StreamerApp: "ustreamer"})
+	got, _ := json.Marshal(get(decode(t, s.Result([]string{"system"}, false)), "system", "streamer"))
+	if want := `{"app":"","features":{},"version":""}`; string(got) != want {
+		t.Errorf("system.streamer = %s, want %s", got, want)
+	}
+}
+
+// prober is a streamer program that answers p or err, and counts.
+type prober struct {
+	p     streamer.Program
+	err   error
+	asked int
+}
+
+func (f *prober) Probe(context.Context) (streamer.Program, error) {
+	f.asked++
+	if f.err != nil {
+		return streamer.Program{}, f.err
+	}
+	return f.p, nil
 }

@@ -76,7 +76,7 @@ func TestLifecycle(t *testing.T) {
 	l := &streamertest.Launcher{StopDelay: 100 * time.Millisecond}
 	s := streamer.New(streamer.Config{
 		Launcher: l, Dir: shortDir(t), Clock: clock,
-		Capture:       func() (streamer.Capture, error) { return vivid, nil },
+		Video:         streamertest.Video{Device: vivid},
 		ShutdownDelay: 10 * time.Second, StatePoll: time.Hour,
 	})
 	run(t, s)
@@ -177,7 +177,7 @@ func TestSetParamsRestarts(t *testing.T) {
 	l := &streamertest.Launcher{}
 	s := streamer.New(streamer.Config{
 		Launcher: l, Dir: shortDir(t), ResetDelay: time.Millisecond,
-		Capture: func() (streamer.Capture, error) { return vivid, nil },
+		Video: streamertest.Video{Device: vivid},
 	})
 	run(t, s)
 	defer s.Acquire()()
@@ -259,7 +259,7 @@ func TestNoClientForALeavingStreamer(t *testing.T) {
 func TestNotInstalled(t *testing.T) {
 	s := streamer.New(streamer.Config{
 		Launcher: streamer.Exec{Path: "/nonexistent/ustreamer"}, Dir: shortDir(t),
-		Capture: func() (streamer.Capture, error) { return vivid, nil },
+		Video: streamertest.Video{Device: vivid},
 	})
 	run(t, s)
 	start := time.Now()
@@ -321,9 +321,7 @@ func TestRealUstreamer(t *testing.T) {
 	dir := shortDir(t)
 	s := streamer.New(streamer.Config{
 		Launcher: streamer.Exec{Path: path}, Dir: dir,
-		Capture: func() (streamer.Capture, error) {
-			return streamer.Capture{Device: "/dev/kvmd-test-no-such-video", Kind: hw.CaptureVivid}, nil
-		},
+		Video:         streamertest.Video{Device: streamer.Capture{Device: "/dev/kvmd-test-no-such-video", Kind: hw.CaptureVivid}},
 		ShutdownDelay: 500 * time.Millisecond, SnapshotTimeout: 300 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
@@ -399,5 +397,36 @@ func TestRealUstreamer(t *testing.T) {
 	close(stopCount)
 	if n := <-maxSeen; n != 1 {
 		t.Errorf("at most %d ustreamers ran at once, want 1", n)
+	}
+}
+
+// TestSocketRemoved: the socket is the Streamer's alone: gone when Run
+// returns, a stale one too (a streamer killed leaves its socket), while
+// its directory, the caller's, stays.
+func TestSocketRemoved(t *testing.T) {
+	dir := shortDir(t)
+	s := streamer.New(streamer.Config{Launcher: &streamertest.Launcher{}, Dir: dir, Video: streamertest.Video{Device: vivid}})
+	for _, started := range []bool{true, false} {
+		if !started {
+			if err := os.WriteFile(s.Socket(), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); s.Run(ctx) }()
+		if started {
+			release := s.Acquire()
+			eventually(t, 5*time.Second, "the socket", func() bool { _, err := os.Stat(s.Socket()); return err == nil })
+			release()
+		}
+		cancel()
+		<-done
+		if _, err := os.Lstat(s.Socket()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("started %v: the socket outlived Run: %v", started, err)
+		}
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("the directory went with it: %v", err)
 	}
 }

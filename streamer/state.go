@@ -48,7 +48,7 @@ func (s *Streamer) State(ctx context.Context) map[string]any {
 
 // compose builds the state around ss, ustreamer's /state result or nil.
 func (s *Streamer) compose(ss map[string]any) map[string]any {
-	c, cerr := s.cfg.Capture()
+	c, cerr := s.cfg.Video.Capture()
 	v := s.signal()
 	s.mu.Lock()
 	if cerr == nil {
@@ -276,7 +276,7 @@ func (s *Streamer) Current() map[string]any {
 // *ParamError or one of ErrQualityNotSupported, ErrResolutionNotSupported,
 // ErrH264NotSupported; then nothing changed.
 func (s *Streamer) SetParams(ch Change) error {
-	c, err := s.cfg.Capture()
+	c, err := s.cfg.Video.Capture()
 	s.mu.Lock()
 	if err == nil {
 		s.capture = c

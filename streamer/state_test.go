@@ -95,7 +95,7 @@ func TestState(t *testing.T) {
 	l := &streamertest.Launcher{Width: 1280, Height: 720, Source: bars}
 	s := streamer.New(streamer.Config{
 		Launcher: l, Dir: shortDir(t), StatePoll: 20 * time.Millisecond, ResetDelay: time.Millisecond,
-		Capture: func() (streamer.Capture, error) { return vivid, nil }, Signal: video, Publish: rec.publish,
+		Video: streamertest.Video{Device: vivid, Read: video}, Publish: rec.publish,
 	})
 	run(t, s)
 	ctx := context.Background()
@@ -179,7 +179,7 @@ func TestSnapshot(t *testing.T) {
 	l := &streamertest.Launcher{Width: 1920, Height: 1080, Source: bars}
 	s := streamer.New(streamer.Config{
 		Launcher: l, Dir: shortDir(t), StatePoll: 20 * time.Millisecond,
-		Capture: func() (streamer.Capture, error) { return vivid, nil }, Publish: rec.publish,
+		Video: streamertest.Video{Device: vivid}, Publish: rec.publish,
 	})
 	run(t, s)
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"kvmd/hw"
+	"kvmd/internal/backoff"
 )
 
 // Defaults of Config's durations. The delays are kvmd's
@@ -37,11 +38,10 @@ const (
 	SocketName = "ustreamer.sock"
 )
 
-// The restart backoff after the streamer died: 1 s, doubled at each death
-// that follows within stableAfter of its start, up to maxBackoff.
+// The restart backoff after the streamer died is package backoff's: 1 s,
+// doubled at each death that follows within backoff.Stable of its start,
+// up to backoff.Max.
 const (
-	maxBackoff  = 30 * time.Second
-	stableAfter = 30 * time.Second
 	// killAfter is how long a streamer asked to stop (SIGTERM) has before
 	// it is killed. It is real time, whatever the clock: it waits for a
 	// real process.
@@ -68,15 +68,14 @@ type Config struct {
 	// Launcher starts the streamer (Exec{Path: "ustreamer"} on a device).
 	Launcher Launcher
 	// Dir is the directory of the streamer's socket, which only the
-	// daemon's user may enter.
+	// daemon's user may enter. The socket (SocketName) is the Streamer's:
+	// it makes it anew for each streamer and removes it when Run ends;
+	// the directory is the caller's.
 	Dir string
-	// Capture finds the capture device at each start (FindCapture); a USB
-	// dongle may come and go.
-	Capture func() (Capture, error)
-	// Signal is the daemon's own reading of the capture (hw.ReadVideo):
-	// the truth for the signal, which ustreamer 4.9 does not report. Nil,
-	// or a nil answer: not known.
-	Signal func() *hw.Video
+	// Video is the daemon's own reading of the capture (Machine on a
+	// device): the capture device, found at each start, and its signal.
+	// Nil: no capture device (ErrNoCapture), the signal not known.
+	Video Video
 
 	// The params' defaults and limits (kvmd's streamer section); zero
 	// takes kvmd's defaults, and Resolutions DongleResolutions.
@@ -181,8 +180,8 @@ func New(cfg Config) *Streamer {
 	if cfg.Publish == nil {
 		cfg.Publish = func(string, any) {}
 	}
-	if cfg.Capture == nil {
-		cfg.Capture = func() (Capture, error) { return Capture{}, ErrNoCapture }
+	if cfg.Video == nil {
+		cfg.Video = noVideo{}
 	}
 	s := &Streamer{
 		cfg:     cfg,
@@ -325,8 +324,14 @@ func (s *Streamer) leaveIfUnwanted(inst *instance) bool {
 }
 
 // Run runs the streamer while it is wanted, and watches its state for
-// Publish, until ctx ends; then it stops the streamer and returns.
+// Publish, until ctx ends; then it stops the streamer and returns. It
+// says at once whether there is a streamer program to run.
 func (s *Streamer) Run(ctx context.Context) {
+	if p, err := s.cfg.Launcher.Probe(ctx); err != nil {
+		s.log.Warn("no video streamer: the streamer endpoints answer 503 until one is installed", "err", err)
+	} else {
+		s.log.Info("video streamer", "version", p.Version, "socket", s.sock)
+	}
 	watchDone := make(chan struct{})
 	wctx, stopWatch := context.WithCancel(ctx)
 	go func() { defer close(watchDone); s.watch(wctx) }()
@@ -335,7 +340,7 @@ func (s *Streamer) Run(ctx context.Context) {
 	var (
 		cur          *instance
 		stopT, waitT clockwork.Timer
-		failures     int
+		restarts     backoff.Backoff
 	)
 	timerC := func(t clockwork.Timer) <-chan time.Time {
 		if t == nil {
@@ -355,6 +360,11 @@ func (s *Streamer) Run(ctx context.Context) {
 		if cur != nil {
 			s.stop(cur, "the daemon is stopping")
 			s.setCur(nil, nil)
+		}
+		// The socket is the streamer's alone: removed here before
+		// each start (start), and at the end.
+		if err := os.Remove(s.sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("the streamer's socket could not be removed", "socket", s.sock, "err", err)
 		}
 	}()
 	for {
@@ -390,8 +400,7 @@ func (s *Streamer) Run(ctx context.Context) {
 		if want && cur == nil && waitT == nil {
 			inst, err := s.start(ctx)
 			if err != nil {
-				failures++
-				d := backoff(failures)
+				d := restarts.Ended(0)
 				s.log.Warn("streamer not started", "err", err, "retry_in", d.String())
 				s.setCur(nil, err)
 				waitT = s.cfg.Clock.NewTimer(d)
@@ -407,7 +416,7 @@ func (s *Streamer) Run(ctx context.Context) {
 		if !want && cur == nil {
 			// Nobody waits for a restart: none until a client comes.
 			cancel(&waitT)
-			failures = 0
+			restarts.Reset()
 		}
 
 		var exited <-chan struct{}
@@ -424,17 +433,13 @@ func (s *Streamer) Run(ctx context.Context) {
 				s.stop(cur, "no clients")
 				cur = nil
 				s.setCur(nil, nil)
-				failures = 0
+				restarts.Reset()
 			}
 		case <-timerC(waitT):
 			waitT = nil
 		case <-exited:
 			ran := s.cfg.Clock.Since(cur.started)
-			if ran >= stableAfter {
-				failures = 0
-			}
-			failures++
-			d := backoff(failures)
+			d := restarts.Ended(ran)
 			s.log.Warn("streamer exited", "pid", cur.proc.Pid(), "err", cur.err, "ran", ran.Round(time.Millisecond).String(), "restart_in", d.String())
 			err := fmt.Errorf("%w: %v", ErrExited, cur.err)
 			cur = nil
@@ -444,16 +449,6 @@ func (s *Streamer) Run(ctx context.Context) {
 			waitT = s.cfg.Clock.NewTimer(d)
 		}
 	}
-}
-
-// backoff is the wait before the n-th start in a row that follows a
-// failure: 1 s, 2 s, 4 s... up to maxBackoff.
-func backoff(n int) time.Duration {
-	d := time.Second
-	for i := 1; i < n && d < maxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxBackoff)
 }
 
 // start starts a streamer.
@@ -473,7 +468,7 @@ func (s *Streamer) start(ctx context.Context) (*instance, error) {
 		s.program = prog
 		s.mu.Unlock()
 	}
-	c, err := s.cfg.Capture()
+	c, err := s.cfg.Video.Capture()
 	if err != nil {
 		return nil, err
 	}
@@ -632,9 +627,4 @@ func signalAbsent(v *hw.Video) bool {
 	return false
 }
 
-func (s *Streamer) signal() *hw.Video {
-	if s.cfg.Signal == nil {
-		return nil
-	}
-	return s.cfg.Signal()
-}
+func (s *Streamer) signal() *hw.Video { return s.cfg.Video.Signal() }
