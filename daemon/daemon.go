@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -119,7 +118,7 @@ func build(cfg Config, env Env, m *machine) (sup *Supervisor, done func(), err e
 		Devices:         dev.http,
 	}
 	if cfg.TOTPSecret != "" {
-		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: au.log, TOTP: au.totp}
+		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: auth.TOTPAccount(), Log: au.log, TOTP: au.totp}
 		hcfg.TwoFactorOn = au.TwoFactor
 	}
 	if !cfg.MetricsAuth {
@@ -136,7 +135,7 @@ func build(cfg Config, env Env, m *machine) (sup *Supervisor, done func(), err e
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := addVNC(sup, cfg, srv, au.Authenticator, dev.keys, dev.streamer, tlsConf, log.With("component", "vnc")); err != nil {
+	if err := addVNC(sup, cfg, m, srv, au.Authenticator, dev.keys, dev.streamer, tlsConf, log.With("component", "vnc")); err != nil {
 		return nil, nil, err
 	}
 	// The ATX board is stopped right after the HTTP server: a SIGTERM in
@@ -258,15 +257,6 @@ func external(cfg Config, users *auth.Users, log *slog.Logger) (*auth.External, 
 	return ext, nil
 }
 
-// hostLabel is the label authenticator apps show for this device's 2FA:
-// the host name, so that several KVMs can be told apart.
-func hostLabel() string {
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return h
-	}
-	return "kvmd"
-}
-
 // machine is what the daemon reads and drives: the machine under
 // cfg.Root, or the demo's stand-ins.
 type machine struct {
@@ -305,6 +295,15 @@ func openMachine(cfg *Config, stdout io.Writer, log *slog.Logger) (*machine, err
 		m.launcher = streamer.Exec{Path: cfg.Streamer}
 	}
 	return m, nil
+}
+
+// hostName is the machine's host name (a VNC viewer's desktop name), or
+// "kvmd" when it has none.
+func (m *machine) hostName() string {
+	if h, err := m.fs.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "kvmd"
 }
 
 // initGPIO has periph register the board's real GPIO pins, and logs what

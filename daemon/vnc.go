@@ -48,7 +48,7 @@ func (c *Config) checkVNC() error {
 // credentials and shares (srv), its keyboard and mouse, the streamer's
 // picture. Its listener is opened now, so that a taken address fails the
 // start.
-func addVNC(sup *Supervisor, cfg Config, srv *httpd.Server, a *auth.Authenticator, keys *hid.HID, st *streamer.Streamer, tlsConf *tls.Config, log *slog.Logger) error {
+func addVNC(sup *Supervisor, cfg Config, m *machine, srv *httpd.Server, a *auth.Authenticator, keys *hid.HID, st *streamer.Streamer, tlsConf *tls.Config, log *slog.Logger) error {
 	if cfg.VNCListen == "" {
 		return nil
 	}
@@ -64,7 +64,7 @@ func addVNC(sup *Supervisor, cfg Config, srv *httpd.Server, a *auth.Authenticato
 		Frames: mjpegSource{st},
 		HID:    keys, Keymap: km,
 		StreamQuality: func() int { return st.Params().Quality },
-		Name:          "kvmd on " + hostLabel(), MaxClients: cfg.VNCMaxClients, Log: log,
+		Name:          "kvmd on " + m.hostName(), MaxClients: cfg.VNCMaxClients, Log: log,
 	})
 	if err != nil {
 		return err
