@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"kvmd/auth"
+	"kvmd/hid"
 	"kvmd/httpd"
 	"kvmd/hw"
 	"kvmd/info"
@@ -72,7 +73,7 @@ func build(cfg Config, env Env, m *machine) (sup *Supervisor, done func(), err e
 	src := info.New(info.Config{
 		FS: m.fs, V4L2: m.v4l2, Mailbox: m.mailbox, MetaPath: cfg.Meta, ExtrasDir: cfg.Extras,
 		Version: env.Version, TwoFactor: au.TwoFactor, Log: log.With("component", "info"),
-		Streamer: m.launcher, StreamerApp: filepath.Base(cfg.Streamer),
+		Streamer: streamer.Prober{Launcher: m.launcher}, StreamerApp: filepath.Base(cfg.Streamer),
 	})
 	log.Info("board", "root", cfg.Root, "board", src.Profile().Board)
 	jr := journal.New(journal.Config{Dir: cfg.JournalDir, Units: cfg.LogUnits, MaxFollowers: cfg.LogFollowers})
@@ -268,7 +269,7 @@ type machine struct {
 	mailbox hw.Mailbox
 	// hidOpen opens the keyboard's and mouse's nodes in place of the
 	// gadget's (the demo's stand-in host); nil: the real /dev/hidgN.
-	hidOpen hidOpener
+	hidOpen func(function string, writeOnly bool) (hid.File, error)
 	// launcher starts the video streamer.
 	launcher streamer.Launcher
 	// log is the daemon's log (the demo's also writes its journal).

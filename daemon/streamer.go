@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"kvmd/events"
 	"kvmd/info"
 	"kvmd/streamer"
 )
@@ -150,7 +149,7 @@ func removeStaleStreamerDirs(tmp string) {
 // capture device found below --root, or the machine's launcher (the
 // demo's generated picture). The daemon's own reading of the capture
 // (src) is its truth for the signal.
-func addStreamer(sup *Supervisor, cfg Config, m *machine, src *info.Source, hub *events.Hub, log *slog.Logger) (*streamer.Streamer, error) {
+func addStreamer(sup *Supervisor, cfg Config, m *machine, src *info.Source, log *slog.Logger) (*streamer.Streamer, error) {
 	dir, removeDir, err := streamerDir(cfg.StreamerDir)
 	if err != nil {
 		return nil, err
@@ -167,7 +166,6 @@ func addStreamer(sup *Supervisor, cfg Config, m *machine, src *info.Source, hub 
 		// Zero is kvmd's default, 10 s.
 		ShutdownDelay: cfg.StreamerShutdownDelay,
 		Log:           log,
-		Publish:       hub.Publish,
 	})
 	sup.Add(Child{Name: "streamer", Run: Loop(func(ctx context.Context) {
 		st.Run(ctx)

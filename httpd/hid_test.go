@@ -12,10 +12,12 @@ import (
 
 	"github.com/coder/websocket"
 
+	"kvmd/atx"
 	"kvmd/gadget"
 	"kvmd/hid"
 	"kvmd/hid/hidtest"
 	"kvmd/hw"
+	"kvmd/subsystem"
 )
 
 // hidEnv is a server whose devices have the real keyboard and mouse
@@ -29,8 +31,9 @@ type hidEnv struct {
 func newHIDEnv(t *testing.T) *hidEnv {
 	t.Helper()
 	h, host := testHID(t)
-	d, _ := testDevices(t)
+	d, b := testDevices(t)
 	d.HID = h
+	d.Subsystems = testSubsystems(atx.Subsystem{C: b.ctl}, nil, subsystem.Of[hid.KeymapsState](hid.KeymapsSubsystem{K: h.Keymaps()}))
 	e := newEnv(t, envOpts{devices: d})
 	return &hidEnv{env: e, host: host, hid: h}
 }

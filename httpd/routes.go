@@ -56,7 +56,7 @@ var routeTable = []route{
 	// The devices (devices.go): reading is a viewer's, changing the
 	// target an operator's.
 	{"GET", "/ws", auth.RoleViewer, anyCred, withDevices, (*Server).ws},
-	{"GET", "/atx", auth.RoleViewer, anyCred, withDevices, (*Server).atxState},
+	{"GET", "/atx", auth.RoleViewer, anyCred, withDevices, deviceState("atx")},
 	{"POST", "/atx/power", auth.RoleOperator, anyCred, withDevices, (*Server).atxPower},
 	{"POST", "/atx/click", auth.RoleOperator, anyCred, withDevices, (*Server).atxClick},
 	{"GET", "/gpio", auth.RoleViewer, anyCred, withDevices, deviceState("gpio")},
@@ -91,7 +91,7 @@ var routeTable = []route{
 
 	// The video streamer (streamer.go): kvmd's API of the ustreamer the
 	// daemon runs.
-	{"GET", "/streamer", auth.RoleViewer, anyCred, withDevices, (*Server).streamerState},
+	{"GET", "/streamer", auth.RoleViewer, anyCred, withDevices, deviceState("streamer")},
 	{"POST", "/streamer/set_params", auth.RoleOperator, anyCred, withDevices, (*Server).streamerSetParams},
 	{"POST", "/streamer/reset", auth.RoleOperator, anyCred, withDevices, (*Server).streamerReset},
 	{"GET", "/streamer/snapshot", auth.RoleViewer, anyCred, withDevices, (*Server).streamerSnapshot},

@@ -14,12 +14,14 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"kvmd/hw"
 	"kvmd/streamer"
 	"kvmd/streamer/streamertest"
+	"kvmd/subsystem"
 )
 
 // streamerEnv is a server whose devices have a real Streamer running fake
@@ -50,12 +52,25 @@ func newStreamerEnvWith(t *testing.T, kind string, w, h int, src streamertest.So
 		Launcher: l, Dir: dir, StatePoll: 50 * time.Millisecond, ResetDelay: time.Millisecond,
 		ShutdownDelay: 200 * time.Millisecond,
 		Video:         streamertest.Video{Device: streamer.Capture{Device: "/dev/video0", Kind: kind}},
-		Publish:       d.Events.Publish,
 	})
+	// The streamer and its subsystems, as the daemon registers and runs
+	// them: "streamer" in place of the fake, "clients" last.
+	subs := []subsystem.Subsystem{subsystem.Of[map[string]any](streamer.Subsystem{S: st}), subsystem.Of[streamer.Clients](streamer.ClientsSubsystem{S: st})}
+	for i, sub := range d.Subsystems {
+		switch sub.Name() {
+		case "streamer":
+			d.Subsystems[i] = subs[0]
+		case "clients":
+			d.Subsystems[i] = subs[1]
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); st.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var wg sync.WaitGroup
+	wg.Go(func() { st.Run(ctx) })
+	for _, sub := range subs {
+		wg.Go(func() { subsystem.Watch(ctx, sub, d.Events) })
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	d.Streamer = st
 	if tweak != nil {
 		tweak(d)

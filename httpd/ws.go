@@ -76,9 +76,13 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 
+	// kvmd's greeting (server.py, __ws_handler): "loop", then each
+	// subsystem's state, in the order of its list.
 	initial := [][]byte{mustEncode("loop", loopEvent(d.Version))}
-	for _, typ := range wsGreeting {
-		initial = append(initial, s.greeting(typ)...)
+	for _, sub := range d.Subsystems {
+		for _, ev := range sub.Greeting(ctx) {
+			initial = append(initial, mustEncode(sub.Name(), ev))
+		}
 	}
 	for _, b := range initial {
 		if err := send(b, websocket.MessageText); err != nil {
@@ -157,43 +161,6 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-}
-
-// greeting returns the events of typ a new WebSocket client is sent
-// (wsGreeting): the subsystem's state now.
-func (s *Server) greeting(typ string) [][]byte {
-	switch typ {
-	case "atx":
-		return [][]byte{mustEncode(typ, s.atxCurrent())}
-	case "streamer":
-		if st := s.cfg.Devices.Streamer; st != nil {
-			return [][]byte{mustEncode(typ, st.Current())}
-		}
-	case "hid_keymaps":
-		if h := s.cfg.Devices.HID; h != nil {
-			return [][]byte{mustEncode(typ, keymapsState(h.Keymaps()))}
-		}
-		return nil
-	case "clients":
-		// kvmd's count of the WebSocket clients that asked for the stream.
-		n := 0
-		if st := s.cfg.Devices.Streamer; st != nil {
-			n = st.Viewers()
-		}
-		return [][]byte{mustEncode(typ, map[string]int{"count": n})}
-	case "info":
-		if s.cfg.Info == nil {
-			return nil
-		}
-		var evs [][]byte
-		for _, f := range infoEventFields {
-			// {"<field>": state}, as /api/info?fields=<field>&legacy=0
-			// has it.
-			evs = append(evs, mustEncode(typ, json.RawMessage(s.cfg.Info.Result([]string{f}, false))))
-		}
-		return evs
-	}
-	return [][]byte{mustEncode(typ, s.cfg.Devices.State(typ))}
 }
 
 // checkHandshake refuses, in the JSON envelope, what websocket.Accept

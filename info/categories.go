@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"kvmd/hw"
-	"kvmd/streamer"
 )
 
 func mustJSON(v any) []byte {
@@ -61,10 +60,10 @@ func (s *Source) system() (full, bare []byte) {
 	s.report("kernel", err)
 	st := streamerState{Features: map[string]bool{}}
 	if s.cfg.Streamer != nil {
-		if p, err := s.cfg.Streamer.Probe(context.Background()); err == nil {
-			st.App, st.Version = s.cfg.StreamerApp, p.Version
-			if p.Features != nil {
-				st.Features = p.Features
+		if version, features, err := s.cfg.Streamer.Program(context.Background()); err == nil {
+			st.App, st.Version = s.cfg.StreamerApp, version
+			if features != nil {
+				st.Features = features
 			}
 		}
 	}
@@ -78,10 +77,11 @@ func (s *Source) system() (full, bare []byte) {
 	return mustJSON(sys), bare
 }
 
-// StreamerProber asks the video streamer's program what it is
-// (streamer.Launcher's Probe: ustreamer --version and --features).
-type StreamerProber interface {
-	Probe(ctx context.Context) (streamer.Program, error)
+// StreamerProgram asks the video streamer's program what it is: its
+// --version and --features (streamer.Prober), or an error when it cannot
+// be asked (not installed).
+type StreamerProgram interface {
+	Program(ctx context.Context) (version string, features map[string]bool, err error)
 }
 
 // streamerState is kvmd's system.streamer: the streamer's program name,

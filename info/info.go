@@ -44,7 +44,7 @@ type Config struct {
 	// first request for the system category; StreamerApp is the
 	// program's name. Nil, or a program that cannot be asked (not
 	// installed): empty values.
-	Streamer    StreamerProber
+	Streamer    StreamerProgram
 	StreamerApp string
 	// TTL bounds the age of changing values (default 1 s).
 	TTL time.Duration

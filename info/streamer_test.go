@@ -3,11 +3,11 @@ package info
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"kvmd/hw"
 	"kvmd/hw/v4l2test"
-	"kvmd/streamer"
 )
 
 // TestStreamerShape: system.streamer is kvmd's object (app, version,
@@ -33,7 +33,7 @@ func TestStreamerShape(t *testing.T) {
 // TestStreamerProgram: with a streamer program, system.streamer says what
 // it is, as kvmd asks ustreamer --version and --features; it is asked once.
 func TestStreamerProgram(t *testing.T) {
-	p := &prober{p: streamer.Program{Version: "4.9", Features: map[string]bool{"WITH_OMX": false, "HAS_PDEATHSIG": true}}}
+	p := &prober{version: "4.9", features: map[string]bool{"WITH_OMX": false, "HAS_PDEATHSIG": true}}
 	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{}, Streamer: p, StreamerApp: "ustreamer"})
 	for range 2 {
 		res := decode(t, s.Result([]string{"system"}, false))
@@ -50,7 +50,7 @@ func TestStreamerProgram(t *testing.T) {
 // TestStreamerNotInstalled: a program that cannot be asked gives the
 // empty values, not its name.
 func TestStreamerNotInstalled(t *testing.T) {
-	p := &prober{err: streamer.ErrNotInstalled}
+	p := &prober{err: errors.New("streamer: ustreamer is not installed")}
 	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{}, Streamer: p, StreamerApp: "ustreamer"})
 	got, _ := json.Marshal(get(decode(t, s.Result([]string{"system"}, false)), "system", "streamer"))
 	if want := `{"app":"","features":{},"version":""}`; string(got) != want {
@@ -58,17 +58,16 @@ func TestStreamerNotInstalled(t *testing.T) {
 	}
 }
 
-// prober is a streamer program that answers p or err, and counts.
+// prober is a streamer program that answers its version and features, or
+// err, and counts.
 type prober struct {
-	p     streamer.Program
-	err   error
-	asked int
+	version  string
+	features map[string]bool
+	err      error
+	asked    int
 }
 
-func (f *prober) Probe(context.Context) (streamer.Program, error) {
+func (f *prober) Program(context.Context) (string, map[string]bool, error) {
 	f.asked++
-	if f.err != nil {
-		return streamer.Program{}, f.err
-	}
-	return f.p, nil
+	return f.version, f.features, f.err
 }

@@ -19,6 +19,7 @@ import (
 
 	"kvmd/hw"
 	"kvmd/internal/backoff"
+	"kvmd/subsystem"
 )
 
 // Defaults of Config's durations. The delays are kvmd's
@@ -97,10 +98,6 @@ type Config struct {
 	// restart backoff and the state poll. Nil: the real clock.
 	Clock clockwork.Clock
 	Log   *slog.Logger
-	// Publish receives the events for /api/ws: "streamer" with the parts
-	// of the state that changed (kvmd's granularity), "clients" with the
-	// count of WebSocket stream clients. It must not block.
-	Publish func(eventType string, event any)
 }
 
 // Streamer runs ustreamer on demand and answers for it. Create it with
@@ -128,6 +125,10 @@ type Streamer struct {
 	saved    *Snapshot
 	last     map[string]any // the last state published
 	preview  previewCache
+
+	// The changes of the "streamer" and "clients" subsystems.
+	changes subsystem.Sink[map[string]any]
+	clients subsystem.Sink[Clients]
 }
 
 // instance is one run of the streamer.
@@ -177,9 +178,6 @@ func New(cfg Config) *Streamer {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Publish == nil {
-		cfg.Publish = func(string, any) {}
-	}
 	if cfg.Video == nil {
 		cfg.Video = noVideo{}
 	}
@@ -193,10 +191,7 @@ func New(cfg Config) *Streamer {
 		params:  Params{Quality: cfg.Quality, DesiredFPS: cfg.DesiredFPS, Resolution: cfg.Resolution},
 	}
 	s.hc = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", s.sock)
-		},
+		DialContext: s.dial,
 		// One connection per request: a restarted streamer leaves no
 		// pooled connection to the old one behind.
 		DisableKeepAlives: true,
@@ -206,6 +201,12 @@ func New(cfg Config) *Streamer {
 		DisableCompression:    true,
 	}}
 	return s
+}
+
+// dial connects to the streamer's socket, whatever the address asked.
+func (s *Streamer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", s.sock)
 }
 
 // Socket is the path of the streamer's unix socket.
@@ -240,14 +241,14 @@ func (s *Streamer) Acquire() (release func()) {
 
 // AddViewer counts a WebSocket client that asked for the stream (kvmd's
 // stream=1): it holds the streamer as Acquire does, and the "clients"
-// event carries the count.
+// subsystem's event carries the count.
 func (s *Streamer) AddViewer() (remove func()) {
 	release := s.Acquire()
 	s.mu.Lock()
 	s.viewers++
 	n := s.viewers
 	s.mu.Unlock()
-	s.cfg.Publish("clients", map[string]int{"count": n})
+	s.clients.Send(Clients{Count: n})
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -256,7 +257,7 @@ func (s *Streamer) AddViewer() (remove func()) {
 			n := s.viewers
 			s.mu.Unlock()
 			release()
-			s.cfg.Publish("clients", map[string]int{"count": n})
+			s.clients.Send(Clients{Count: n})
 		})
 	}
 }
@@ -323,9 +324,10 @@ func (s *Streamer) leaveIfUnwanted(inst *instance) bool {
 	return true
 }
 
-// Run runs the streamer while it is wanted, and watches its state for
-// Publish, until ctx ends; then it stops the streamer and returns. It
-// says at once whether there is a streamer program to run.
+// Run runs the streamer while it is wanted, and watches its state for the
+// "streamer" subsystem's changes, until ctx ends; then it stops the
+// streamer and returns. It says at once whether there is a streamer
+// program to run.
 func (s *Streamer) Run(ctx context.Context) {
 	if p, err := s.cfg.Launcher.Probe(ctx); err != nil {
 		s.log.Warn("no video streamer: the streamer endpoints answer 503 until one is installed", "err", err)
@@ -626,5 +628,3 @@ func signalAbsent(v *hw.Video) bool {
 	}
 	return false
 }
-
-func (s *Streamer) signal() *hw.Video { return s.cfg.Video.Signal() }
