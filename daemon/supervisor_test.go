@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"kvmd/internal/testutil"
+
 	"github.com/jonboulle/clockwork"
 )
 
@@ -108,39 +110,23 @@ func TestSupervisorRestart(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	j.waitFor(t, "run 1")
-	blockUntil(t, clock, 1)
-	clock.Advance(999 * time.Millisecond)
-	time.Sleep(10 * time.Millisecond)
-	if slices.Contains(j.list(), "run 2") {
-		t.Fatal("restarted before 1 s")
+	for n, wait := range []time.Duration{time.Second, 2 * time.Second} {
+		testutil.BlockUntil(t, clock, 1)
+		clock.Advance(wait - time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
+		next := "run " + string(rune('2'+n))
+		if slices.Contains(j.list(), next) {
+			t.Fatalf("%s before %v", next, wait)
+		}
+		clock.Advance(time.Millisecond)
+		j.waitFor(t, next)
 	}
-	clock.Advance(time.Millisecond)
-	j.waitFor(t, "run 2")
-	blockUntil(t, clock, 1)
-	clock.Advance(1999 * time.Millisecond)
-	time.Sleep(10 * time.Millisecond)
-	if slices.Contains(j.list(), "run 3") {
-		t.Fatal("restarted before 2 s")
-	}
-	clock.Advance(time.Millisecond)
-	j.waitFor(t, "run 3")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if n := slices.Index(j.list(), "once"); n < 0 || slices.Contains(j.list()[n+1:], "once") {
 		t.Errorf("the Temporary child ran other than once: %q", j.list())
-	}
-}
-
-func blockUntil(t *testing.T, clock clockwork.FakeClock, n int) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); clock.BlockUntil(n) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("waiting for %d timers on the clock: not within 5 s", n)
 	}
 }
 

@@ -85,13 +85,7 @@ func TestLifecycle(t *testing.T) {
 	// pending delay (shutdown or restart).
 	waitTimers := func(n int) {
 		t.Helper()
-		done := make(chan struct{})
-		go func() { defer close(done); clock.BlockUntil(n) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("waiting for %d timers on the clock: not within 5 s", n)
-		}
+		testutil.BlockUntil(t, clock, n)
 	}
 	never2 := func() {
 		t.Helper()
