@@ -75,17 +75,22 @@ func (r apiDocRow) matches(p string) bool {
 }
 
 // TestAPIDocEndpoints: docs/api.md's endpoint table lists every method the
-// route table serves at each path (under /api/, and outside it), and no
-// method a row's paths do not serve.
+// route table serves at each path of the API and ustreamer's (under /api/,
+// and outside it), and no method a row's paths do not serve.
 func TestAPIDocEndpoints(t *testing.T) {
 	rows := apiDocRows(t)
 	type served struct{ method, path string }
 	var all []served
+	// The API and ustreamer's paths (the web pages are web-ui.md's, the
+	// WebSocket's messages the event stream's section's); an API row at
+	// its /api path, as the table writes it.
 	for _, rt := range routeTable {
-		all = append(all, served{rt.method, "/api" + rt.path})
-	}
-	for _, rt := range rawRouteTable {
-		all = append(all, served{rt.method, rt.path})
+		switch rt.at {
+		case api, apiOnly:
+			all = append(all, served{rt.method, "/api" + rt.path})
+		case bare:
+			all = append(all, served{rt.method, rt.path})
+		}
 	}
 	for _, s := range all {
 		if !slices.ContainsFunc(rows, func(r apiDocRow) bool { return r.matches(s.path) && slices.Contains(r.methods, s.method) }) {

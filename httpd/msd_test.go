@@ -581,14 +581,3 @@ func TestMSDDisabled(t *testing.T) {
 		t.Errorf("reset: %d %s", r.status, r.errName)
 	}
 }
-
-// TestRawBodyRoutesInTable: every route that reads its own body is a row
-// of the route table (a stale entry would leave an upload under the
-// 4 KiB limit, or another route without it).
-func TestRawBodyRoutesInTable(t *testing.T) {
-	for _, rb := range rawBodyRoutes {
-		if !slices.ContainsFunc(routeTable, func(r route) bool { return r.method == rb[0] && r.path == rb[1] }) {
-			t.Errorf("%s %s reads its own body but is no row of routeTable", rb[0], rb[1])
-		}
-	}
-}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"kvmd/auth"
 	"kvmd/events"
 	"kvmd/hid"
 )
@@ -97,7 +96,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	defer rcancel()
 	readErr := make(chan error, 1)
 	id := IdentityFrom(ctx)
-	in := wsInput{hid: d.HID, operator: id.Role >= auth.RoleOperator, revoked: func() bool {
+	in := wsInput{hid: d.HID, revoked: func() bool {
 		// The identity's own context first: it ends at the change itself
 		// (the request's follows it a moment later).
 		return id.done != nil && id.done.Err() != nil || ctx.Err() != nil
@@ -112,29 +111,44 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 				readErr <- err
 				return
 			}
+			// The message's kind, and its row of the route table: a kind
+			// without one is ignored, as kvmd ignores an event type it
+			// has no handler for; one the client's role is below is
+			// dropped.
+			var kind string
+			var event json.RawMessage
 			switch typ {
 			case websocket.MessageBinary:
 				if len(msg) >= 1 && msg[0] == 0 {
-					if err := send([]byte{255}, websocket.MessageBinary); err != nil {
-						readErr <- err
-						return
-					}
-				} else if hid.IsInputBinary(msg) {
-					in.binary(msg)
+					kind = "ping"
+				} else {
+					kind, _ = hid.BinaryEventType(msg)
 				}
 			case websocket.MessageText:
-				et, ev, ok := parseWSEvent(msg)
-				switch {
-				case !ok:
+				var ok bool
+				if kind, event, ok = parseWSEvent(msg); !ok {
 					in.drop(hid.DropMalformed)
-				case et == "ping":
-					if err := send([]byte(`{"event_type":"pong","event":{}}`), websocket.MessageText); err != nil {
-						readErr <- err
-						return
-					}
-				case hid.IsInputEvent(et):
-					in.text(et, ev)
+					continue
 				}
+			}
+			rt := s.routes.wsKinds[kind]
+			switch {
+			case rt == nil:
+			case id.Role < rt.role:
+				in.drop(hid.DropForbidden)
+			case kind == "ping":
+				pong := []byte(`{"event_type":"pong","event":{}}`)
+				if typ == websocket.MessageBinary {
+					pong = []byte{255}
+				}
+				if err := send(pong, typ); err != nil {
+					readErr <- err
+					return
+				}
+			case typ == websocket.MessageBinary:
+				in.binary(msg)
+			default:
+				in.text(kind, event)
 			}
 		}
 	}()
@@ -226,20 +240,20 @@ func parseWSEvent(msg []byte) (eventType string, event json.RawMessage, ok bool)
 	return *m.Type, ev, true
 }
 
-// wsInput is one WebSocket client's keyboard and mouse input: an
-// operator's reaches the HID, a viewer's is dropped, as is a malformed
-// message (the socket stays open, as kvmd's does); drops are counted.
+// wsInput is one WebSocket client's keyboard and mouse input, of the
+// kinds its role may send (the route table's WS rows): it reaches the
+// HID; a malformed message is dropped (the socket stays open, as kvmd's
+// does); drops are counted.
 // Once the identity that opened the socket is revoked (its session or
 // token ended, its user removed or given another role: revoked), nothing
 // more reaches the HID, from that moment and not only once the socket has
 // closed.
 type wsInput struct {
-	hid      HID
-	operator bool
-	revoked  func() bool
-	mu       sync.Mutex // the reader applies, the handler leaves
-	sent     bool
-	left     bool
+	hid     HID
+	revoked func() bool
+	mu      sync.Mutex // the reader applies, the handler leaves
+	sent    bool
+	left    bool
 }
 
 func (in *wsInput) drop(r hid.DropReason) {
@@ -251,7 +265,7 @@ func (in *wsInput) drop(r hid.DropReason) {
 func (in *wsInput) apply(ev hid.Event, err error) {
 	switch {
 	case in.hid == nil:
-	case !in.operator || in.revoked != nil && in.revoked():
+	case in.revoked != nil && in.revoked():
 		in.drop(hid.DropForbidden)
 	case err != nil:
 		in.drop(hid.DropMalformed)

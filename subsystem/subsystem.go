@@ -19,7 +19,10 @@
 // LEDs, the streamer's clients).
 package subsystem
 
-import "context"
+import (
+	"context"
+	"net/http"
+)
 
 // Typed is a subsystem whose state is a T.
 type Typed[T any] interface {
@@ -41,6 +44,21 @@ type Greeter[T any] interface {
 	Greeting(ctx context.Context) []T
 }
 
+// Handler answers a request of one of a subsystem's own routes, once
+// httpd let it in by its row of the route table (httpd/routes.go: the
+// role, the credentials, the body); its error becomes kvmd's envelope
+// there (an *httpd.Error says its status; any other is a 500).
+type Handler func(w http.ResponseWriter, r *http.Request) error
+
+// Router is a Typed with routes of its own: their handlers by "METHOD
+// /path" (the path without /api). Each must have its row in httpd's
+// route table, with the condition sub(its name) and a nil handler, and
+// each such row a handler here: httpd.New refuses either alone, so that
+// no route is served whose policy was not reviewed there.
+type Router interface {
+	Handlers() map[string]Handler
+}
+
 // Subsystem is a Typed with its type left behind, as the registry holds
 // it: what httpd and the daemon see of every subsystem alike.
 type Subsystem interface {
@@ -50,6 +68,8 @@ type Subsystem interface {
 	// Greeter's, else its State.
 	Greeting(ctx context.Context) []any
 	Watch(ctx context.Context, publish func(any))
+	// Handlers are its Router's handlers; nil without.
+	Handlers() map[string]Handler
 }
 
 // Of is s in the registry's form.
@@ -70,6 +90,13 @@ func (e erased[T]) Greeting(ctx context.Context) []any {
 		out = append(out, v)
 	}
 	return out
+}
+
+func (e erased[T]) Handlers() map[string]Handler {
+	if r, ok := e.s.(Router); ok {
+		return r.Handlers()
+	}
+	return nil
 }
 
 func (e erased[T]) Watch(ctx context.Context, publish func(any)) {
