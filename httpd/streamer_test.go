@@ -43,6 +43,9 @@ func newStreamerEnvWith(t *testing.T, kind string, w, h int, src streamertest.So
 	t.Helper()
 	d, _ := testDevices(t)
 	l := &streamertest.Launcher{Width: w, Height: h, Source: src}
+	if o.launcher != nil {
+		o.launcher(l)
+	}
 	dir, err := os.MkdirTemp("", "kvst")
 	if err != nil {
 		t.Fatal(err)
