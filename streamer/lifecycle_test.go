@@ -228,7 +228,7 @@ func TestNoClientForALeavingStreamer(t *testing.T) {
 			l := &streamertest.Launcher{StopDelay: 300 * time.Millisecond}
 			s := streamer.New(streamer.Config{
 				Launcher: l, Dir: shortDir(t), ResetDelay: time.Millisecond, ShutdownDelay: 20 * time.Millisecond,
-				Capture: func() (streamer.Capture, error) { return vivid, nil },
+				Video: streamertest.Video{Device: vivid},
 			})
 			run(t, s)
 			release := s.Acquire()
