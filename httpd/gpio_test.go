@@ -7,6 +7,8 @@ import (
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpiotest"
 
+	"kvmd/devices"
+	"kvmd/hw"
 	"kvmd/ugpio"
 )
 
@@ -28,7 +30,9 @@ func TestGPIOOutputs(t *testing.T) {
 	}
 	t.Cleanup(outs.Close)
 	d, _ := testDevices(t)
-	d.GPIO = outs
+	// The daemon's "gpio" subsystem: an input channel of the board, and
+	// the outputs.
+	d.GPIO = devices.GPIO{Pins: []hw.PinSpec{{Name: "v3_usb_breaker", GPIO: "GPIO5"}}, Outputs: outs}
 	e := newEnv(t, envOpts{devices: d})
 	for _, tc := range []struct {
 		method, path, errName string

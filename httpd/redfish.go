@@ -102,16 +102,24 @@ func redfishAsError(re *redfish.Error) *Error {
 	return &Error{Status: re.Status, Name: "Redfish." + re.ID, Msg: re.Msg, Err: re.Err, Expected: re.Status < 500}
 }
 
-// routeParam splits a path whose last element is a route's {id}: the
-// row's path and the element, when the table has such a row.
-func routeParam(routes map[string]*pathRoutes, path string) (*pathRoutes, string) {
+// findRedfish finds the rows of a Redfish path that no row names as it is
+// (DSP0266): with a trailing slash, the same resource; with a last element
+// that is a row's {id}, that row, the element its path value "id".
+func (s *Server) findRedfish(r *http.Request) *pathRoutes {
+	path := r.URL.Path
+	if trimmed := strings.TrimSuffix(path, "/"); trimmed != path && trimmed != "" {
+		if p := s.routes.paths[trimmed]; p != nil {
+			return p
+		}
+		path = trimmed
+	}
 	i := strings.LastIndexByte(path, '/')
 	if i <= 0 || i == len(path)-1 {
-		return nil, ""
+		return nil
 	}
-	p := routes[path[:i]+"/{id}"]
-	if p == nil {
-		return nil, ""
+	p := s.routes.paths[path[:i]+"/{id}"]
+	if p != nil {
+		r.SetPathValue("id", path[i+1:])
 	}
-	return p, path[i+1:]
+	return p
 }

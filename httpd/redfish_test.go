@@ -94,7 +94,7 @@ func (e *env) redfish(method, path string, hdr map[string]string, body string) r
 // /api/auth/sessions lists it, and its DELETE ends it.
 func TestRedfishRoutes(t *testing.T) {
 	a := redfishATX{presses: make(chan string, 10)}
-	e := newEnv(t, envOpts{devices: &Devices{ATX: a, State: func(string) any { return nil }},
+	e := newEnv(t, envOpts{devices: &Devices{ATX: a},
 		redfish: &redfish.Config{Power: redfish.ATX{C: a}, SessionTimeout: 60}})
 	basicHdr := func(user, pass string) map[string]string {
 		return map[string]string{"Authorization": basic(user, pass)}

@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"kvmd/events"
 	"kvmd/internal/slogtext"
 	"kvmd/redfish"
+	"kvmd/subsystem"
 )
 
 // Config is what New needs. Zero durations and sizes take the defaults.
@@ -100,14 +100,18 @@ type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // Server is kvmd's HTTP handler. Create it with New.
 type Server struct {
-	cfg    Config
-	conns  *connTable
-	routes map[string]*pathRoutes
-	// raw are the routes outside /api (rawRouteTable), answered at their
-	// paths only.
-	raw      map[string]*pathRoutes
-	ui       map[string]*uiFile
-	diagBusy chan struct{}
+	cfg   Config
+	conns *connTable
+	// routes are the rows of the route table (routes.go) this Server
+	// serves.
+	routes routeSet
+	ui     map[string]*uiFile
+	// pages are the web UI's pages (uiPages) and pageFiles their files,
+	// held here rather than read from the package's variables, which are
+	// made from the route table whose rows name the pages' handlers.
+	pages     map[string]uiPageFile
+	pageFiles map[string]bool
+	diagBusy  chan struct{}
 	// redfish is the Redfish service of Config.Redfish.
 	redfish  *redfish.Service
 	refusals refusals
@@ -162,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LogFollowers <= 0 {
 		cfg.LogFollowers = DefaultLogFollowers
 	}
-	s := &Server{cfg: cfg, routes: map[string]*pathRoutes{}, raw: map[string]*pathRoutes{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, routes: newRouteSet(), done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy, cfg.Log)
 	s.streams = newStreams(s.conns.max, cfg.Log)
 	s.bodies = &bodies{max: cfg.MaxBodies}
@@ -179,10 +183,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Redfish != nil {
 		s.redfish = s.newRedfish(*cfg.Redfish)
 	}
-	if err := s.addRoutes(routeTable, cfg.features()); err != nil {
-		return nil, err
+	var subs []subsystem.Subsystem
+	if cfg.Devices != nil {
+		subs = cfg.Devices.Subsystems
 	}
-	if err := s.addRawRoutes(rawRouteTable, cfg.features()); err != nil {
+	if err := s.addRoutes(routeTable, cfg.features(), subs); err != nil {
 		return nil, err
 	}
 	if cfg.UI != nil {
@@ -193,7 +198,7 @@ func New(cfg Config) (*Server, error) {
 		for page, err := range skipped {
 			cfg.Log.Warn("web UI page served with its scripts as they are", "page", page, "err", err)
 		}
-		s.ui = ui
+		s.ui, s.pages, s.pageFiles = ui, uiPages, pageFiles
 	}
 	return s, nil
 }
@@ -308,40 +313,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 			err = internalError(fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
 		}
 	}()
-	path := r.URL.Path // then the route table's key
-	var p *pathRoutes
-	if path == "/api" || strings.HasPrefix(path, "/api/") {
-		path = path[len("/api"):]
-		p = s.routes[path]
-	} else if raw := s.raw[path]; raw != nil {
-		p = raw
-	} else if f, public := s.uiRoute(path); f != nil {
-		return s.serveUI(w, r, f, public, &q.id)
-	} else {
-		p = s.routes[path]
-	}
-	if p == nil && isRedfish(path) {
-		// DSP0266: a trailing slash names the same resource; the last
-		// element may be a row's {id}.
-		if trimmed := strings.TrimSuffix(path, "/"); trimmed != path && trimmed != "" {
-			path, p = trimmed, s.raw[trimmed]
-		}
-		if p == nil {
-			var id string
-			if p, id = routeParam(s.raw, path); p != nil {
-				r.SetPathValue("id", id)
-			}
-		}
+	p, prefix := s.routes.find(r.URL.Path)
+	if p == nil && isRedfish(r.URL.Path) {
+		p = s.findRedfish(r)
 	}
 	if p == nil {
 		return errNotFound
 	}
-	q.routed = true
+	// The access log shows a row's path as it is; a path below a prefix
+	// row is the client's own (logPath).
+	q.routed = !prefix
 	rt := p.methods[r.Method]
 	if rt == nil {
 		return methodNotAllowed(p.allow)
 	}
-	rule := s.bodyRuleOf(p, r.Method, path)
+	if rt.at == page || rt.at == below {
+		return s.servePage(w, r, q, rt)
+	}
+	rule := s.bodyRuleOf(rt)
 	hasBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
 	if hasBody && !rule.raw && r.ContentLength > rule.limit {
 		return errTooLarge
@@ -389,6 +378,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 		defer release()
 		q.body = body
 		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	return rt.handler(s, w, r)
+}
+
+// servePage answers a row of the web UI (page, below): one that needs a
+// session, asked for by a browser without one, sends it to the login page
+// (toLogin) rather than answering an error. A page takes no parameters
+// and no body.
+func (s *Server) servePage(w http.ResponseWriter, r *http.Request, q *request, rt *route) error {
+	if rt.role != auth.RoleNone {
+		who, err := s.authenticate(r, rt.creds&viaPeer != 0)
+		q.id = who
+		if err != nil {
+			return s.toLogin(w, r)
+		}
+		if who.Role < rt.role {
+			return roleError(who.Role, rt.role)
+		}
 	}
 	return rt.handler(s, w, r)
 }

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writes and reads (a
@@ -173,4 +175,17 @@ func WriteCertPEM(t testing.TB, dir string, c tls.Certificate) (cert, key string
 		"tls.key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})),
 	})
 	return cert, key
+}
+
+// BlockUntil waits until n timers or tickers wait on clock, failing t
+// after 5 s.
+func BlockUntil(t testing.TB, clock clockwork.FakeClock, n int) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); clock.BlockUntil(n) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("waiting for %d timers on the clock: not within 5 s", n)
+	}
 }

@@ -1,6 +1,7 @@
-package main
+package daemon
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -137,12 +138,12 @@ func (c *Config) wolSender() (wol.Sender, error) {
 }
 
 // atxBoard returns the ATX board's pins: --atx-pin's, else the board
-// profile's; nil when there are none, or when a pin --atx-pin names
-// cannot be found (logged).
+// profile's (atx.BoardPins); nil when there are none, or when a pin
+// --atx-pin names cannot be found (logged).
 func atxBoard(c Config, profile []hw.PinSpec, log *slog.Logger) *atx.Pins {
 	spec, err := parseATXPins(c.ATXPins)
 	if err != nil || spec == nil {
-		return boardATXPins(profile)
+		return atx.BoardPins(profile)
 	}
 	pins, err := configATXPins(spec)
 	if err != nil {
@@ -166,10 +167,11 @@ func configATXPins(spec *atxSpec) (*atx.Pins, error) {
 }
 
 // newOutputs makes the GPIO output channels of --gpio-output and
-// --wol-mac, each set to its initial state; a channel whose pin cannot be
-// found or taken is left out, with a warning. onChange is called when a
-// channel becomes busy or idle.
-func newOutputs(c Config, log *slog.Logger, onChange func()) *ugpio.Outputs {
+// --wol-mac, each set to its initial state, and adds their release (a
+// pulse under way ended, its line set back) to sup; a channel whose pin
+// cannot be found or taken is left out, with a warning. wake gets a value
+// when a channel becomes busy or idle (the "gpio" subsystem's Wake).
+func newOutputs(sup *Supervisor, c Config, log *slog.Logger, wake chan<- struct{}) *ugpio.Outputs {
 	var outs []ugpio.Output
 	for _, item := range c.GPIOOutputs {
 		o, err := ugpio.ParseOutput(item, func(pin string) (ugpio.Line, error) {
@@ -193,6 +195,12 @@ func newOutputs(c Config, log *slog.Logger, onChange func()) *ugpio.Outputs {
 			outs = append(outs, ugpio.WoLOutput(s))
 		}
 	}
+	onChange := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
 	o, err := ugpio.New(ugpio.Config{Outputs: outs, OnChange: onChange, Log: log})
 	if err != nil {
 		log.Warn("GPIO outputs left out", "err", err)
@@ -200,19 +208,23 @@ func newOutputs(c Config, log *slog.Logger, onChange func()) *ugpio.Outputs {
 	if names := o.Names(); len(names) > 0 {
 		log.Info("GPIO outputs", "channels", strings.Join(names, ","))
 	}
+	sup.Add(Child{Name: "gpio outputs", Run: Loop(func(ctx context.Context) {
+		<-ctx.Done()
+		o.Close()
+	})})
 	return o
 }
 
 // redfishConfig is the Redfish service over the devices: the ATX board's
 // power, the virtual media (with write_remote's download options), the
 // session idle timeout, the host's name.
-func redfishConfig(c Config, d *httpd.Devices, media *msd.Manager) *redfish.Config {
+func redfishConfig(c Config, env Env, m *machine, d *httpd.Devices, media *msd.Manager) *redfish.Config {
 	rc := &redfish.Config{
 		Remote: msd.FetchOptions{Timeout: 10 * time.Second, Stall: httpd.DefaultMSDStall, UserAgent: "kvmd",
 			Deny: d.MSDRemoteDeny},
 		SessionTimeout: int(c.SessionIdle / time.Second),
-		HostName:       hostLabel,
-		Version:        version,
+		HostName:       m.hostName,
+		Version:        env.Version,
 	}
 	if d.ATX != nil {
 		rc.Power = redfish.ATX{C: d.ATX}
