@@ -1,6 +1,7 @@
 // Package testutil holds the few helpers that tests of several packages
 // share: a buffer a child process and a test may use at once, a free
-// loopback address, a tree copier, and a self-signed certificate.
+// loopback address, a tree copier, a self-signed certificate, and a
+// logger into the test's output.
 package testutil
 
 import (
@@ -14,6 +15,7 @@ import (
 	"encoding/pem"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -173,4 +175,10 @@ func WriteCertPEM(t testing.TB, dir string, c tls.Certificate) (cert, key string
 		"tls.key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})),
 	})
 	return cert, key
+}
+
+// Logger logs into t's output (shown with -v or when t fails), at debug
+// level.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -1,0 +1,252 @@
+package ffmpeg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/jpeg"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"kvmd/h264"
+	"kvmd/internal/testutil"
+)
+
+// picture is a JPEG of w x h: colour bars, and a white square that moves
+// with n so that consecutive pictures differ.
+func picture(t testing.TB, w, h, n int) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	cols := []color.RGBA{{191, 191, 191, 255}, {191, 191, 0, 255}, {0, 191, 191, 255}, {0, 191, 0, 255},
+		{191, 0, 191, 255}, {191, 0, 0, 255}, {0, 0, 191, 255}, {0, 0, 0, 255}}
+	for i, c := range cols {
+		draw.Draw(img, image.Rect(i*w/8, 0, (i+1)*w/8, h), image.NewUniform(c), image.Point{}, draw.Src)
+	}
+	x := (n * 16) % (w - 16)
+	draw.Draw(img, image.Rect(x, h/2, x+16, h/2+16), image.White, image.Point{}, draw.Src)
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 80}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func newOpener(t *testing.T) *Opener {
+	t.Helper()
+	testutil.NeedTool(t, "ffmpeg", "ffmpeg")
+	return NewOpener("ffmpeg", testutil.Logger(t))
+}
+
+// ffprobe lists each frame of an H.264 stream as "key,type,width,height":
+// "1,I,320,240".
+func ffprobe(t *testing.T, stream []byte) []string {
+	t.Helper()
+	probe := testutil.NeedTool(t, "ffmpeg", "ffprobe")
+	f := filepath.Join(t.TempDir(), "out.h264")
+	if err := os.WriteFile(f, stream, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(probe, "-v", "error", "-f", "h264", "-show_entries", "frame=key_frame,pict_type,width,height",
+		"-of", "compact=p=0", f).Output()
+	if err != nil {
+		t.Fatalf("ffprobe: %v", err)
+	}
+	var frames []string
+	for _, line := range strings.Fields(string(out)) {
+		kv := map[string]string{}
+		for _, f := range strings.Split(line, "|") {
+			k, v, _ := strings.Cut(f, "=")
+			kv[k] = v
+		}
+		frames = append(frames, strings.Join([]string{kv["key_frame"], kv["pict_type"], kv["width"], kv["height"]}, ","))
+	}
+	return frames
+}
+
+// TestEncode gives ffmpeg 30 pictures, asks for a key frame before the
+// 12th, and decodes what came out with ffprobe: 30 frames of the size
+// given, key frames (IDR, with SPS and PPS) at the first and the 12th
+// only, each unit carrying its picture's time.
+func TestEncode(t *testing.T) {
+	o := newOpener(t)
+	const w, h, n = 320, 240, 30
+	enc, err := o.Open(context.Background(), h264.Settings{Width: w, Height: h, Format: h264.JPEG, Bitrate: 1000, GOP: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	go func() {
+		for i := range n {
+			if i == 11 {
+				enc.ForceKey()
+			}
+			if err := enc.Encode(h264.Frame{Format: h264.JPEG, Width: w, Height: h, Data: picture(t, w, h, i),
+				Time: base.Add(time.Duration(i) * time.Second), Online: true}); err != nil {
+				t.Errorf("Encode %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	var stream []byte
+	for i := range n {
+		select {
+		case u, ok := <-enc.Units():
+			if !ok {
+				t.Fatalf("units ended after %d: %v", i, enc.Err())
+			}
+			if want := i == 0 || i == 11; u.Key != want {
+				t.Errorf("unit %d: key %v, want %v", i, u.Key, want)
+			}
+			if u.Key && !(h264.HasType(u.Data, h264.NALSPS) && h264.HasType(u.Data, h264.NALPPS) && h264.HasType(u.Data, h264.NALIDR)) {
+				t.Errorf("key unit %d has no SPS, PPS and IDR slice", i)
+			}
+			if want := base.Add(time.Duration(i) * time.Second); !u.Time.Equal(want) {
+				t.Errorf("unit %d: time %v, want %v", i, u.Time, want)
+			}
+			if u.Seq != uint64(i+1) || u.Width != w || u.Height != h {
+				t.Errorf("unit %d: seq %d, %dx%d", i, u.Seq, u.Width, u.Height)
+			}
+			stream = append(stream, u.Data...)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no unit %d within 20 s", i)
+		}
+	}
+	frames := ffprobe(t, stream)
+	if len(frames) != n {
+		t.Fatalf("ffprobe found %d frames, want %d: %v", len(frames), n, frames)
+	}
+	for i, f := range frames {
+		want := "0,P,320,240"
+		if i == 0 || i == 11 {
+			want = "1,I,320,240"
+		}
+		if got := f; got != want {
+			t.Errorf("frame %d: %s, want %s", i, got, want)
+		}
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Err(); err != nil {
+		t.Errorf("Err after Close: %v", err)
+	}
+}
+
+// TestGOP has libx264 put a key frame every 10 pictures by itself.
+func TestGOP(t *testing.T) {
+	o := newOpener(t)
+	enc, err := o.Open(context.Background(), h264.Settings{Width: 160, Height: 120, Format: h264.JPEG, Bitrate: 500, GOP: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	go func() {
+		for i := range 25 {
+			enc.Encode(h264.Frame{Format: h264.JPEG, Width: 160, Height: 120, Data: picture(t, 160, 120, i)})
+		}
+	}()
+	for i := range 25 {
+		u := <-enc.Units()
+		if want := i%10 == 0; u.Key != want {
+			t.Errorf("unit %d: key %v, want %v", i, u.Key, want)
+		}
+	}
+}
+
+// TestKilled kills ffmpeg as a crash would: the units end, Err says how,
+// Encode then fails, and Close returns at once.
+func TestKilled(t *testing.T) {
+	o := newOpener(t)
+	enc, err := o.Open(context.Background(), h264.Settings{Width: 160, Height: 120, Format: h264.JPEG, Bitrate: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	if err := enc.Encode(h264.Frame{Format: h264.JPEG, Width: 160, Height: 120, Data: picture(t, 160, 120, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	<-enc.Units()
+	pid := enc.(*encoder).Pid()
+	syscall.Kill(pid, syscall.SIGKILL)
+	select {
+	case _, ok := <-enc.Units():
+		if ok {
+			t.Fatal("a unit after the kill")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the units did not end within 10 s of the kill")
+	}
+	if err := enc.Err(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("Err = %v, want the kill", err)
+	}
+	if err := enc.Encode(h264.Frame{Format: h264.JPEG, Width: 160, Height: 120, Data: picture(t, 160, 120, 1)}); !errors.Is(err, ErrEnded) {
+		t.Errorf("Encode after the end: %v, want ErrEnded", err)
+	}
+	start := time.Now()
+	enc.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("ffmpeg %d is still there", pid)
+	}
+}
+
+// TestCloseEnds closes an encoder with pictures still in it: ffmpeg ends
+// (no process left behind) and Close returns within stopWait.
+func TestCloseEnds(t *testing.T) {
+	o := newOpener(t)
+	enc, err := o.Open(context.Background(), h264.Settings{Width: 160, Height: 120, Format: h264.JPEG, Bitrate: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := enc.Encode(h264.Frame{Format: h264.JPEG, Width: 160, Height: 120, Data: picture(t, 160, 120, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := enc.(*encoder).Pid()
+	start := time.Now()
+	enc.Close()
+	if d := time.Since(start); d > stopWait+time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("ffmpeg %d is still there after Close", pid)
+	}
+	if _, ok := <-enc.Units(); ok {
+		// Drained by Close: nothing is left to read.
+		t.Error("a unit after Close")
+	}
+}
+
+// TestWrongPicture refuses a picture of another size than the encoder's.
+func TestWrongPicture(t *testing.T) {
+	o := newOpener(t)
+	enc, err := o.Open(context.Background(), h264.Settings{Width: 160, Height: 120, Format: h264.JPEG, Bitrate: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	if err := enc.Encode(h264.Frame{Format: h264.JPEG, Width: 320, Height: 240, Data: picture(t, 320, 240, 0)}); err == nil {
+		t.Error("a picture of another size was taken")
+	}
+}
+
+// TestNotInstalled: no ffmpeg is h264.ErrUnavailable, which the pipeline
+// does not retry.
+func TestNotInstalled(t *testing.T) {
+	o := NewOpener(filepath.Join(t.TempDir(), "no-ffmpeg"), nil)
+	_, err := o.Open(context.Background(), h264.Settings{Width: 160, Height: 120, Format: h264.JPEG, Bitrate: 500})
+	if !errors.Is(err, h264.ErrUnavailable) {
+		t.Errorf("Open: %v, want ErrUnavailable", err)
+	}
+}
