@@ -17,6 +17,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"kvmd/h264"
 	"kvmd/hw"
 )
 
@@ -90,6 +91,12 @@ type Config struct {
 	// Forever keeps the streamer running without clients (kvmd's
 	// streamer.forever).
 	Forever bool
+	// H264, when set, is the H.264 encoding of the picture: the state's
+	// features.h264, its params h264_bitrate and h264_gop (from
+	// H264Bitrate and H264GOP until set_params changes them; zero:
+	// h264.DefaultBitrate, h264.DefaultGOP), and what it is doing.
+	H264                 H264
+	H264Bitrate, H264GOP int
 
 	ShutdownDelay, ResetDelay, StatePoll time.Duration
 	StartTimeout, RequestTimeout         time.Duration
@@ -181,6 +188,12 @@ func New(cfg Config) *Streamer {
 	if cfg.Capture == nil {
 		cfg.Capture = func() (Capture, error) { return Capture{}, ErrNoCapture }
 	}
+	if cfg.H264Bitrate == 0 {
+		cfg.H264Bitrate = h264.DefaultBitrate
+	}
+	if cfg.H264GOP == 0 {
+		cfg.H264GOP = h264.DefaultGOP
+	}
 	s := &Streamer{
 		cfg:     cfg,
 		sock:    filepath.Join(cfg.Dir, SocketName),
@@ -188,7 +201,11 @@ func New(cfg Config) *Streamer {
 		kick:    make(chan struct{}, 1),
 		note:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
-		params:  Params{Quality: cfg.Quality, DesiredFPS: cfg.DesiredFPS, Resolution: cfg.Resolution},
+		params: Params{Quality: cfg.Quality, DesiredFPS: cfg.DesiredFPS, Resolution: cfg.Resolution,
+			H264Bitrate: cfg.H264Bitrate, H264GOP: cfg.H264GOP},
+	}
+	if cfg.H264 != nil {
+		cfg.H264.SetSettings(cfg.H264Bitrate, cfg.H264GOP)
 	}
 	s.hc = &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -205,6 +222,21 @@ func New(cfg Config) *Streamer {
 	}}
 	return s
 }
+
+// H264 is the H.264 encoding the state reports (Config.H264).
+type H264 interface {
+	// SetSettings gives the encoder new settings (set_params).
+	SetSettings(bitrate, gop int)
+	// Status is what the encoding is doing.
+	Status() h264.Status
+	// State is this daemon's "h264" key of the state: the encoder and
+	// its clients (package httpd's shape).
+	State() any
+}
+
+// Changed says the H.264 encoding's status changed: the state watcher
+// looks at once rather than at its next poll.
+func (s *Streamer) Changed() { s.wake(s.note) }
 
 // Socket is the path of the streamer's unix socket.
 func (s *Streamer) Socket() string { return s.sock }

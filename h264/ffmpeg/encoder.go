@@ -140,12 +140,18 @@ func Args(s h264.Settings, preset string, crf int) []string {
 		"-f", "matroska", "-i", "pipe:0",
 		"-map", "0:v:0", "-an", "-sn", "-dn",
 		// Every picture, as it comes, with its own timestamp.
-		"-fps_mode", "passthrough", "-enc_time_base", "-1", "-copyts",
+		// (ffmpeg subtracts the first timestamp from all: it is 0, so
+		// that their parity stays.)
+		"-fps_mode", "passthrough", "-enc_time_base", "-1",
 		"-c:v", "libx264", "-preset", preset, "-tune", "zerolatency",
 		// Constrained Baseline: what every WebRTC peer and WebCodecs
 		// decoder takes (profile-level-id 42e0xx).
 		"-profile:v", "baseline", "-pix_fmt", "yuv420p", "-bf", "0",
 		"-crf", strconv.Itoa(crf), "-maxrate", rate, "-bufsize", rate,
+		// Key frames only when asked, or every GOP pictures: no scene-cut
+		// detection, whose key frames a window opening on a desktop would
+		// bring, each a burst of bits.
+		"-sc_threshold", "0",
 		"-forced-idr", "1", "-force_key_frames", "expr:eq(mod(round(t*1000),2),1)",
 	}
 	if s.GOP > 0 {
@@ -255,7 +261,7 @@ func (e *encoder) Err() error {
 var ErrEnded = errors.New("ffmpeg: the encoder has ended")
 
 // Encode writes f to ffmpeg with its timestamp: the milliseconds since
-// the first picture, at least one more than the last, odd for a key
+// the first picture (0), at least one more than the last, odd for a key
 // frame and even for any other.
 func (e *encoder) Encode(f h264.Frame) error {
 	if f.Format != e.s.Format || f.Width != e.s.Width || f.Height != e.s.Height {
@@ -269,15 +275,17 @@ func (e *encoder) Encode(f h264.Frame) error {
 	e.encMu.Lock()
 	defer e.encMu.Unlock()
 	now := time.Now()
+	key := e.forceKey.Swap(false)
 	var ms uint64
 	if !e.first {
-		e.first, e.start = true, now
+		// The first picture is a key frame whatever its timestamp, and
+		// its timestamp is 0.
+		e.first, e.start, key = true, now, false
 	} else {
 		ms = max(uint64(now.Sub(e.start).Milliseconds()), e.last+1)
-	}
-	key := e.forceKey.Swap(false)
-	if (ms%2 == 1) != key {
-		ms++
+		if (ms%2 == 1) != key {
+			ms++
+		}
 	}
 	e.last = ms
 	t := f.Time

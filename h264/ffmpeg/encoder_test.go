@@ -1,13 +1,8 @@
 package ffmpeg
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"image"
-	"image/color"
-	"image/draw"
-	"image/jpeg"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,26 +12,15 @@ import (
 	"time"
 
 	"kvmd/h264"
+	"kvmd/h264/h264test"
+	"kvmd/internal/colorbars"
 	"kvmd/internal/testutil"
 )
 
-// picture is a JPEG of w x h: colour bars, and a white square that moves
-// with n so that consecutive pictures differ.
-func picture(t testing.TB, w, h, n int) []byte {
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	cols := []color.RGBA{{191, 191, 191, 255}, {191, 191, 0, 255}, {0, 191, 191, 255}, {0, 191, 0, 255},
-		{191, 0, 191, 255}, {191, 0, 0, 255}, {0, 0, 191, 255}, {0, 0, 0, 255}}
-	for i, c := range cols {
-		draw.Draw(img, image.Rect(i*w/8, 0, (i+1)*w/8, h), image.NewUniform(c), image.Point{}, draw.Src)
-	}
-	x := (n * 16) % (w - 16)
-	draw.Draw(img, image.Rect(x, h/2, x+16, h/2+16), image.White, image.Point{}, draw.Src)
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 80}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+// pics are the test's pictures: the colour bars and a moving square.
+var pics = h264test.NewSource(0, 0)
+
+func picture(_ testing.TB, w, h, n int) []byte { return pics.Picture(w, h, n) }
 
 func newOpener(t *testing.T) *Opener {
 	t.Helper()
@@ -71,9 +55,9 @@ func ffprobe(t *testing.T, stream []byte) []string {
 }
 
 // TestEncode gives ffmpeg 30 pictures, asks for a key frame before the
-// 12th, and decodes what came out with ffprobe: 30 frames of the size
-// given, key frames (IDR, with SPS and PPS) at the first and the 12th
-// only, each unit carrying its picture's time.
+// 12th, and decodes what came out: 30 pictures of the colour bars at the
+// size given, key frames (IDR, with SPS and PPS) at the first and the
+// 12th only (ffprobe's reading), each unit carrying its picture's time.
 func TestEncode(t *testing.T) {
 	o := newOpener(t)
 	const w, h, n = 320, 240, 30
@@ -117,6 +101,18 @@ func TestEncode(t *testing.T) {
 			stream = append(stream, u.Data...)
 		case <-time.After(20 * time.Second):
 			t.Fatalf("no unit %d within 20 s", i)
+		}
+	}
+	decoded, err := h264test.Decode("ffmpeg", stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(decoded) != n {
+		t.Errorf("decoded %d pictures, want %d", len(decoded), n)
+	}
+	for i, img := range decoded {
+		if _, err := colorbars.Check(img, [4]float64{0, 0, w, h}, 0.3); err != nil {
+			t.Errorf("picture %d: %v", i, err)
 		}
 	}
 	frames := ffprobe(t, stream)
