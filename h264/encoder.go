@@ -3,6 +3,7 @@ package h264
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -124,6 +125,10 @@ type Opener interface {
 	Hardware() bool
 	// Formats are the Frame formats it takes, the preferred first.
 	Formats() []Format
+	// Check says whether an encoder can be opened here, without opening
+	// one: an error wrapping ErrUnavailable when its program is not
+	// installed or its device is absent.
+	Check(ctx context.Context) error
 	// Open starts an encoder; ctx bounds only the opening. Its error
 	// wraps ErrUnavailable when the encoder cannot exist here (no
 	// program, no device), which no retry mends.
@@ -133,3 +138,9 @@ type Opener interface {
 // ErrUnavailable means an encoder cannot be opened on this machine: its
 // program is not installed, its device is absent.
 var ErrUnavailable = errors.New("h264: no encoder available")
+
+// Why is what an error wrapping ErrUnavailable says beyond it, for a
+// person: "ffmpeg is not installed (ffmpeg): ...".
+func Why(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrUnavailable.Error()+": ")
+}

@@ -229,6 +229,18 @@ func (p *Pipeline) SetSettings(bitrate, gop int) {
 	}
 }
 
+// Unavailable is why no encoder can run here (no ffmpeg, no device:
+// an error wrapping ErrUnavailable), as the last start found; nil when
+// one can, or none was tried yet.
+func (p *Pipeline) Unavailable() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.status.Unavailable {
+		return p.status.Err
+	}
+	return nil
+}
+
 // Status returns what the pipeline is doing.
 func (p *Pipeline) Status() Status {
 	p.mu.Lock()
@@ -378,6 +390,9 @@ var errSourceEnded = errors.New("h264: the picture stream ended")
 // something fails.
 func (s *session) run(ctx context.Context) error {
 	p := s.p
+	if err := p.cfg.Opener.Check(ctx); err != nil {
+		return err
+	}
 	pics, err := p.cfg.Source.Open(ctx)
 	if err != nil {
 		return fmt.Errorf("h264: opening the pictures: %w", err)

@@ -97,6 +97,12 @@ var routeTable = []route{
 	{"GET", "/streamer/snapshot", auth.RoleViewer, anyCred, withDevices, (*Server).streamerSnapshot},
 	{"DELETE", "/streamer/snapshot", auth.RoleOperator, anyCred, withDevices, (*Server).streamerDeleteSnapshot},
 	{"GET", "/streamer/ocr", auth.RoleViewer, anyCred, withDevices, ocrUnavailable},
+	// The picture in H.264 (media.go): PiKVM's Direct H.264 (kvmd-media's
+	// API) and WebRTC signalled by WHEP; watching is a viewer's.
+	{"GET", "/media", auth.RoleViewer, anyCred, withH264, (*Server).mediaInfo},
+	{"GET", "/media/ws", auth.RoleViewer, anyCred, withH264, (*Server).mediaWS},
+	{"POST", "/media/whep", auth.RoleViewer, anyCred, withWebRTC, (*Server).whepOffer},
+	{"DELETE", "/media/whep", auth.RoleViewer, anyCred, withWebRTC, (*Server).whepDelete},
 }
 
 // rawRouteTable are the routes outside /api, answered at their paths only,
@@ -121,7 +127,7 @@ const printMaxBody = 1 << 20
 
 // routeMaxBody are the routes whose body may be larger than
 // Config.MaxBody (bodyRuleOf).
-var routeMaxBody = map[string]int64{"/hid/print": printMaxBody}
+var routeMaxBody = map[string]int64{"/hid/print": printMaxBody, "/media/whep": whepMaxBody}
 
 // route is a row of the route table.
 type route struct {
@@ -180,6 +186,8 @@ const (
 	withDevices                         // Config.Devices
 	withDiagnostics                     // Config.Diagnostics
 	withHID                             // Config.Devices.HID
+	withH264                            // Config.Devices.H264
+	withWebRTC                          // Config.Devices.WebRTC
 )
 
 // features are the names of the features for the golden file and the
@@ -197,6 +205,8 @@ var features = []struct {
 	{withDevices, "Devices", "always"},
 	{withDiagnostics, "Diagnostics", "always"},
 	{withHID, "Devices.HID", "always"},
+	{withH264, "Devices.H264", "with an H.264 encoder (`h264-encoder` not `off`)"},
+	{withWebRTC, "Devices.WebRTC", "with an H.264 encoder and `webrtc-max-peers` above 0"},
 }
 
 func (f feature) String() string {
@@ -224,6 +234,8 @@ func (c *Config) features() feature {
 	set(c.Devices != nil, withDevices)
 	set(c.Diagnostics != nil, withDiagnostics)
 	set(c.Devices != nil && c.Devices.HID != nil, withHID)
+	set(c.Devices != nil && c.Devices.H264 != nil, withH264)
+	set(c.Devices != nil && c.Devices.WebRTC != nil, withWebRTC)
 	return f
 }
 

@@ -93,8 +93,8 @@ type Config struct {
 	Forever bool
 	// H264, when set, is the H.264 encoding of the picture: the state's
 	// features.h264, its params h264_bitrate and h264_gop (from
-	// H264Bitrate and H264GOP until set_params changes them; zero:
-	// h264.DefaultBitrate, h264.DefaultGOP), and what it is doing.
+	// H264Bitrate, 0 for h264.DefaultBitrate, and H264GOP until
+	// set_params changes them), and what it is doing.
 	H264                 H264
 	H264Bitrate, H264GOP int
 
@@ -191,9 +191,7 @@ func New(cfg Config) *Streamer {
 	if cfg.H264Bitrate == 0 {
 		cfg.H264Bitrate = h264.DefaultBitrate
 	}
-	if cfg.H264GOP == 0 {
-		cfg.H264GOP = h264.DefaultGOP
-	}
+
 	s := &Streamer{
 		cfg:     cfg,
 		sock:    filepath.Join(cfg.Dir, SocketName),

@@ -15,11 +15,13 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kvmd/auth"
+	"kvmd/h264"
 	"kvmd/hid"
 	"kvmd/httpd"
 	"kvmd/metrics"
 	"kvmd/streamer"
 	"kvmd/vnc"
+	"kvmd/whep"
 )
 
 // Config is the configuration of kvmd serve. Every field is a flag and a
@@ -59,6 +61,14 @@ type Config struct {
 	VNCListen     string `yaml:"vnc-listen"`
 	VNCKeymap     string `yaml:"vnc-keymap"`
 	VNCMaxClients int    `yaml:"vnc-max-clients"`
+	// The picture in H.264 (packages h264, whep, mediaws).
+	H264Encoder              string   `yaml:"h264-encoder"`
+	H264FFmpeg               string   `yaml:"h264-ffmpeg"`
+	H264Bitrate              int      `yaml:"h264-bitrate"`
+	H264GOP                  int      `yaml:"h264-gop"`
+	WebRTCMaxPeers           int      `yaml:"webrtc-max-peers"`
+	WebRTCICEServers         []string `yaml:"webrtc-ice-servers"`
+	WebRTCICECredentialsFile string   `yaml:"webrtc-ice-credentials-file"`
 
 	// Reverse proxies and connection caps.
 	TrustedProxy             []string `yaml:"trusted-proxy"`
@@ -120,6 +130,11 @@ func defaultConfig() Config {
 		StreamerDesiredFPS:       streamer.DefaultDesiredFPS,
 		VNCKeymap:                hid.DefaultKeymap,
 		VNCMaxClients:            vnc.DefaultMaxClients,
+		H264Encoder:              h264Auto,
+		H264FFmpeg:               "ffmpeg",
+		H264Bitrate:              h264.DefaultBitrate,
+		H264GOP:                  h264.DefaultGOP,
+		WebRTCMaxPeers:           whep.DefaultMaxPeers,
 	}
 }
 
@@ -189,6 +204,13 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.VNCListen, "vnc-listen", cfg.VNCListen, "serve VNC (RFB 3.8, VeNCrypt with --tls-cert) on this TCP `address`, e.g. :5900 (empty: no VNC)")
 	fs.StringVar(&cfg.VNCKeymap, "vnc-keymap", cfg.VNCKeymap, "the host's keyboard layout a VNC client's keys are typed with, one of /api/hid/keymaps")
 	fs.IntVar(&cfg.VNCMaxClients, "vnc-max-clients", cfg.VNCMaxClients, "most VNC connections at once")
+	fs.StringVar(&cfg.H264Encoder, "h264-encoder", cfg.H264Encoder, "H.264 `encoder`: auto (the board's where this build drives it, else ffmpeg's libx264 if installed), software, hardware, or off (MJPEG only)")
+	fs.StringVar(&cfg.H264FFmpeg, "h264-ffmpeg", cfg.H264FFmpeg, "the software encoder's `program`, ffmpeg with libx264: a path, or a name looked up in PATH")
+	fs.IntVar(&cfg.H264Bitrate, "h264-bitrate", cfg.H264Bitrate, "most kbit/s of the H.264 stream, 25 to 20000, until set_params changes it (kvmd's h264_bitrate)")
+	fs.IntVar(&cfg.H264GOP, "h264-gop", cfg.H264GOP, "most frames between H.264 key frames, 0 (only when a client needs one) to 60, until set_params changes it (kvmd's h264_gop)")
+	fs.IntVar(&cfg.WebRTCMaxPeers, "webrtc-max-peers", cfg.WebRTCMaxPeers, "most WebRTC peers at once (beyond: 503); 0 turns WebRTC off")
+	fs.Var(&listFlag{list: &cfg.WebRTCICEServers}, "webrtc-ice-server", "a STUN or TURN server's `URL` for WebRTC (stun:host:port, turn:host:port?transport=udp; repeatable; none: host candidates only)")
+	fs.StringVar(&cfg.WebRTCICECredentialsFile, "webrtc-ice-credentials-file", cfg.WebRTCICECredentialsFile, "`file` holding username:credential for the turn: servers")
 	fs.Var(&listFlag{list: &cfg.TrustedProxy}, "trusted-proxy", "`network` (CIDR, or one address) of a reverse proxy whose X-Real-IP, X-Forwarded-For or Forwarded is believed over TCP (repeatable; the unix socket always is)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most connections open at once; beyond, the oldest idle or slow one is closed, or the new one if all are busy")
 	fs.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", cfg.MaxConnectionsPerAddress, "most connections open at once from one client address (IPv6: one /64; trusted proxies and the unix socket exempt)")
@@ -286,6 +308,9 @@ func (c *Config) check() error {
 		return err
 	}
 	if err := c.checkVNC(); err != nil {
+		return err
+	}
+	if err := c.checkH264(); err != nil {
 		return err
 	}
 	return c.checkAuth()

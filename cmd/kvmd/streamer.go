@@ -161,13 +161,22 @@ func streamerProgram(ctx context.Context, path string, l streamer.Launcher) func
 // returned stop is called: ustreamer (--streamer) on the capture device
 // found below --root, or launcher (the demo's generated picture). The
 // daemon's own reading of the capture (src) is its truth for the signal.
+// With an H.264 encoder (--h264-encoder), the pipeline that encodes the
+// streamer's picture and the WebRTC sessions run with it.
 func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher streamer.Launcher, d *httpd.Devices, log *slog.Logger) (func(), error) {
 	dir, cleanup, err := streamerDir(cfg.StreamerDir)
 	if err != nil {
 		return nil, err
 	}
 	fsys := hw.New(cfg.Root)
-	st := streamer.New(streamer.Config{
+	var v *video
+	if opener := chooseEncoder(ctx, cfg, fsys, log.With("component", "h264")); opener != nil {
+		if v, err = newVideo(cfg, opener, log.With("component", "h264")); err != nil {
+			cleanup()
+			return nil, err
+		}
+	}
+	scfg := streamer.Config{
 		Launcher:   launcher,
 		Dir:        dir,
 		Capture:    func() (streamer.Capture, error) { return streamer.FindCapture(fsys) },
@@ -181,9 +190,25 @@ func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher s
 		ShutdownDelay: cfg.StreamerShutdownDelay,
 		Log:           log,
 		Publish:       d.Events.Publish,
-	})
+		H264Bitrate:   cfg.H264Bitrate,
+		H264GOP:       cfg.H264GOP,
+	}
+	if v != nil {
+		scfg.H264 = v
+	}
+	st := streamer.New(scfg)
 	d.Streamer = st
 	ctx, cancel := context.WithCancel(ctx)
+	var h264Done chan struct{}
+	if v != nil {
+		v.attach(st)
+		d.H264 = v.p
+		if v.rtc != nil {
+			d.WebRTC = v.rtc
+		}
+		h264Done = make(chan struct{})
+		go func() { defer close(h264Done); v.p.Run(ctx) }()
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -196,7 +221,13 @@ func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher s
 		st.Run(ctx)
 	}()
 	return func() {
+		if v != nil && v.rtc != nil {
+			v.rtc.Close() // the peers first: their subscriptions go
+		}
 		cancel()
+		if h264Done != nil {
+			<-h264Done
+		}
 		<-done
 		cleanup()
 	}, nil

@@ -89,6 +89,12 @@ func (o *Opener) Formats() []h264.Format {
 	return []h264.Format{h264.JPEG, h264.YUYV, h264.UYVY, h264.NV12, h264.I420}
 }
 
+// Check finds ffmpeg and checks that it has libx264 (Probe).
+func (o *Opener) Check(ctx context.Context) error {
+	_, err := o.Probe(ctx)
+	return err
+}
+
 // Probe finds ffmpeg and checks that it has libx264, once: the error
 // wraps h264.ErrUnavailable when it has not, or there is no ffmpeg.
 func (o *Opener) Probe(ctx context.Context) (string, error) {

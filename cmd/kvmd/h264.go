@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"kvmd/h264"
+	"kvmd/h264/ffmpeg"
+	"kvmd/hw"
+	"kvmd/streamer"
+	"kvmd/whep"
+)
+
+// The values of --h264-encoder.
+const (
+	h264Auto     = "auto"
+	h264Software = "software"
+	h264Hardware = "hardware"
+	h264Off      = "off"
+)
+
+var h264Encoders = []string{h264Auto, h264Software, h264Hardware, h264Off}
+
+// checkH264 checks the H.264 settings.
+func (c *Config) checkH264() error {
+	if !slices.Contains(h264Encoders, c.H264Encoder) {
+		return fmt.Errorf("--h264-encoder %q: want one of %s", c.H264Encoder, strings.Join(h264Encoders, ", "))
+	}
+	if c.H264Bitrate < h264.MinBitrate || c.H264Bitrate > h264.MaxBitrate {
+		return fmt.Errorf("--h264-bitrate must be from %d to %d (kbit/s)", h264.MinBitrate, h264.MaxBitrate)
+	}
+	if c.H264GOP < h264.MinGOP || c.H264GOP > h264.MaxGOP {
+		return fmt.Errorf("--h264-gop must be from %d to %d", h264.MinGOP, h264.MaxGOP)
+	}
+	if c.WebRTCMaxPeers < 0 {
+		return errors.New("--webrtc-max-peers cannot be negative")
+	}
+	if c.H264FFmpeg == "" {
+		return errors.New("--h264-ffmpeg needs the ffmpeg program (a path, or a name looked up in PATH)")
+	}
+	for _, u := range c.WebRTCICEServers {
+		if !strings.HasPrefix(u, "stun:") && !strings.HasPrefix(u, "stuns:") && !strings.HasPrefix(u, "turn:") && !strings.HasPrefix(u, "turns:") {
+			return fmt.Errorf("--webrtc-ice-server %q: not a stun:, stuns:, turn: or turns: URL", u)
+		}
+	}
+	return nil
+}
+
+// m2mEncoderName is the sysfs name of the Raspberry Pi's V4L2
+// memory-to-memory H.264 encoder (bcm2835-codec, /dev/video11 on a Pi 4:
+// board/testdata/rpi4-usb.ttar).
+const m2mEncoderName = "bcm2835-codec-encode"
+
+// errNoHardwareDriver says this build does not drive the board's encoder
+// (the V4L2 M2M driver is not in it yet).
+var errNoHardwareDriver = errors.New("this build does not drive the board's H.264 encoder yet")
+
+// hardwareOpener is the Opener of the board's H.264 encoder at node, when
+// this build has its driver.
+func hardwareOpener(node string, log *slog.Logger) (h264.Opener, error) {
+	return nil, fmt.Errorf("%w (%s)", errNoHardwareDriver, node)
+}
+
+// chooseEncoder picks the encoder --h264-encoder asks for: auto takes the
+// board's M2M encoder where there is one that this build drives, else
+// ffmpeg if it is installed with libx264, else none (nil: the picture is
+// MJPEG only). software and hardware are taken even when they cannot
+// work here: the state and the media endpoints say why.
+func chooseEncoder(ctx context.Context, cfg Config, fsys hw.FS, log *slog.Logger) h264.Opener {
+	if cfg.H264Encoder == h264Off {
+		log.Info("H.264 off (--h264-encoder off): the picture is MJPEG only")
+		return nil
+	}
+	soft := ffmpeg.NewOpener(cfg.H264FFmpeg, log)
+	var hard h264.Opener
+	var hardErr error
+	devs, _ := fsys.VideoDevices()
+	if i := slices.IndexFunc(devs, func(d hw.VideoDevice) bool { return d.Name == m2mEncoderName }); i >= 0 {
+		hard, hardErr = hardwareOpener(devs[i].Node, log)
+	} else {
+		hardErr = errors.New("no V4L2 M2M H.264 encoder (" + m2mEncoderName + ") on this machine")
+	}
+	switch cfg.H264Encoder {
+	case h264Hardware:
+		if hard == nil {
+			log.Error("H.264: --h264-encoder hardware, but there is none to use", "err", hardErr)
+			return unavailable{name: "hardware", err: hardErr}
+		}
+		return hard
+	case h264Software:
+		return soft
+	}
+	if hard != nil {
+		log.Info("H.264 encoder: the board's", "encoder", hard.Name())
+		return hard
+	}
+	if _, err := soft.Probe(ctx); err != nil {
+		log.Warn("no H.264 encoder: the picture is MJPEG only (install ffmpeg for H.264, then restart)", "err", err, "hardware", hardErr)
+		return nil
+	}
+	log.Info("H.264 encoder: software", "encoder", soft.Name(), "hardware", hardErr)
+	return soft
+}
+
+// unavailable is an encoder that cannot be had: its opens say why.
+type unavailable struct {
+	name string
+	err  error
+}
+
+func (u unavailable) Name() string           { return u.name }
+func (u unavailable) Hardware() bool         { return u.name == "hardware" }
+func (u unavailable) Formats() []h264.Format { return []h264.Format{h264.JPEG} }
+func (u unavailable) Check(context.Context) error {
+	return fmt.Errorf("%w: %w", h264.ErrUnavailable, u.err)
+}
+func (u unavailable) Open(ctx context.Context, _ h264.Settings) (h264.Encoder, error) {
+	return nil, u.Check(ctx)
+}
+
+// video is the H.264 encoding of the picture: the pipeline, fed with
+// the streamer's MJPEG, and the WebRTC sessions over it. It is the
+// streamer's H264.
+type video struct {
+	p   *h264.Pipeline
+	rtc *whep.Manager // nil: WebRTC off
+	st  atomic.Pointer[streamer.Streamer]
+}
+
+// newVideo makes the H.264 encoding with opener; the streamer's stream is
+// its pictures once attach gives it.
+func newVideo(cfg Config, opener h264.Opener, log *slog.Logger) (*video, error) {
+	v := &video{}
+	v.p = h264.New(h264.Config{
+		Opener: opener, Source: h264.MJPEGSource{Stream: v.stream},
+		Bitrate: cfg.H264Bitrate, GOP: cfg.H264GOP, FPS: cfg.StreamerDesiredFPS,
+		// One delay for both: the encoder holds the streamer.
+		ShutdownDelay: cfg.StreamerShutdownDelay,
+		Log:           log, Changed: v.changed,
+	})
+	if cfg.WebRTCMaxPeers > 0 {
+		ice, err := iceServers(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if v.rtc, err = whep.New(whep.Config{Source: v.p, MaxPeers: cfg.WebRTCMaxPeers, ICEServers: ice, Log: log.With("component", "webrtc"), Changed: v.changed}); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// iceServers are --webrtc-ice-server's, the turn: ones with the
+// credentials of --webrtc-ice-credentials-file.
+func iceServers(cfg Config) ([]whep.ICEServer, error) {
+	var user, cred string
+	if cfg.WebRTCICECredentialsFile != "" {
+		b, err := os.ReadFile(cfg.WebRTCICECredentialsFile)
+		if err != nil {
+			return nil, fmt.Errorf("--webrtc-ice-credentials-file: %w", err)
+		}
+		var ok bool
+		if user, cred, ok = strings.Cut(strings.TrimSpace(string(b)), ":"); !ok {
+			return nil, errors.New("--webrtc-ice-credentials-file: want username:credential")
+		}
+	}
+	var out []whep.ICEServer
+	for _, u := range cfg.WebRTCICEServers {
+		s := whep.ICEServer{URLs: []string{u}}
+		if strings.HasPrefix(u, "turn") {
+			s.Username, s.Credential = user, cred
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (v *video) attach(st *streamer.Streamer) { v.st.Store(st) }
+
+func (v *video) changed() {
+	if st := v.st.Load(); st != nil {
+		st.Changed()
+	}
+}
+
+// stream opens the streamer's MJPEG stream with its per-picture headers:
+// it holds the streamer, as any stream client does, until closed.
+func (v *video) stream(ctx context.Context) (io.ReadCloser, error) {
+	st := v.st.Load()
+	if st == nil {
+		return nil, errors.New("h264: no streamer")
+	}
+	resp, release, err := st.Stream(ctx, "extra_headers=1")
+	if errors.Is(err, streamer.ErrNotInstalled) || errors.Is(err, streamer.ErrNoCapture) {
+		// No retry mends it until the streamer finds what it lacks.
+		return nil, fmt.Errorf("%w: %w", h264.ErrUnavailable, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &releaseBody{resp: resp, release: release}, nil
+}
+
+type releaseBody struct {
+	resp    *http.Response
+	release func()
+	once    sync.Once
+}
+
+func (b *releaseBody) Read(p []byte) (int, error) { return b.resp.Body.Read(p) }
+
+func (b *releaseBody) Close() error {
+	err := b.resp.Body.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// SetSettings gives the encoder new settings (set_params).
+func (v *video) SetSettings(bitrate, gop int) { v.p.SetSettings(bitrate, gop) }
+
+// Status is the pipeline's.
+func (v *video) Status() h264.Status { return v.p.Status() }
+
+// State is this daemon's "h264" key of /api/streamer.
+func (v *video) State() any {
+	st := v.p.Status()
+	m := map[string]any{
+		"encoder": st.Encoder, "hardware": st.Hardware, "running": st.Running,
+		"resolution": nil, "online": st.Online, "fps": st.FPS, "kbps": st.Bitrate,
+		"clients": st.Subscribers, "webrtc": nil, "error": nil,
+	}
+	if st.Running {
+		m["resolution"] = map[string]int{"width": st.Width, "height": st.Height}
+	}
+	if v.rtc != nil {
+		m["webrtc"] = map[string]int{"peers": v.rtc.Peers(), "max_peers": v.rtc.MaxPeers()}
+	}
+	if st.Err != nil {
+		m["error"] = h264Problem(st.Err)
+	}
+	return m
+}
+
+// h264Problem says in words why no encoder runs.
+func h264Problem(err error) string {
+	const none = "no H.264 encoder runs"
+	switch {
+	case errors.Is(err, streamer.ErrNotInstalled):
+		return none + ": ustreamer is not installed"
+	case errors.Is(err, streamer.ErrNoCapture):
+		return none + ": no video capture device was found"
+	case errors.Is(err, h264.ErrUnavailable):
+		return none + ": " + h264.Why(err)
+	}
+	return none + " now: it failed and is restarted"
+}
