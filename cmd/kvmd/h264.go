@@ -15,9 +15,9 @@ import (
 
 	"kvmd/h264"
 	"kvmd/h264/ffmpeg"
+	"kvmd/httpd"
 	"kvmd/hw"
 	"kvmd/streamer"
-	"kvmd/whep"
 )
 
 // The values of --h264-encoder.
@@ -132,8 +132,16 @@ func (u unavailable) Open(ctx context.Context, _ h264.Settings) (h264.Encoder, e
 // streamer's H264.
 type video struct {
 	p   *h264.Pipeline
-	rtc *whep.Manager // nil: WebRTC off
+	rtc webRTC // nil: WebRTC off
 	st  atomic.Pointer[streamer.Streamer]
+}
+
+// webRTC is the WebRTC sessions (package whep's Manager, webrtc.go), which
+// a build with -tags nowebrtc has not (webrtc_off.go).
+type webRTC interface {
+	httpd.WebRTC
+	Peers() int
+	Close()
 }
 
 // newVideo makes the H.264 encoding with opener; the streamer's stream is
@@ -148,40 +156,32 @@ func newVideo(cfg Config, opener h264.Opener, log *slog.Logger) (*video, error) 
 		Log:           log, Changed: v.changed,
 	})
 	if cfg.WebRTCMaxPeers > 0 {
-		ice, err := iceServers(cfg)
+		rtc, err := newWebRTC(cfg, v.p, log.With("component", "webrtc"), v.changed)
 		if err != nil {
 			return nil, err
 		}
-		if v.rtc, err = whep.New(whep.Config{Source: v.p, MaxPeers: cfg.WebRTCMaxPeers, ICEServers: ice, Log: log.With("component", "webrtc"), Changed: v.changed}); err != nil {
-			return nil, err
+		if rtc != nil {
+			v.rtc = rtc
 		}
 	}
 	return v, nil
 }
 
-// iceServers are --webrtc-ice-server's, the turn: ones with the
-// credentials of --webrtc-ice-credentials-file.
-func iceServers(cfg Config) ([]whep.ICEServer, error) {
-	var user, cred string
-	if cfg.WebRTCICECredentialsFile != "" {
-		b, err := os.ReadFile(cfg.WebRTCICECredentialsFile)
-		if err != nil {
-			return nil, fmt.Errorf("--webrtc-ice-credentials-file: %w", err)
-		}
-		var ok bool
-		if user, cred, ok = strings.Cut(strings.TrimSpace(string(b)), ":"); !ok {
-			return nil, errors.New("--webrtc-ice-credentials-file: want username:credential")
-		}
+// iceCredentials reads --webrtc-ice-credentials-file: the username and
+// credential of the turn: servers.
+func iceCredentials(cfg Config) (user, cred string, err error) {
+	if cfg.WebRTCICECredentialsFile == "" {
+		return "", "", nil
 	}
-	var out []whep.ICEServer
-	for _, u := range cfg.WebRTCICEServers {
-		s := whep.ICEServer{URLs: []string{u}}
-		if strings.HasPrefix(u, "turn") {
-			s.Username, s.Credential = user, cred
-		}
-		out = append(out, s)
+	b, err := os.ReadFile(cfg.WebRTCICECredentialsFile)
+	if err != nil {
+		return "", "", fmt.Errorf("--webrtc-ice-credentials-file: %w", err)
 	}
-	return out, nil
+	user, cred, ok := strings.Cut(strings.TrimSpace(string(b)), ":")
+	if !ok {
+		return "", "", errors.New("--webrtc-ice-credentials-file: want username:credential")
+	}
+	return user, cred, nil
 }
 
 func (v *video) attach(st *streamer.Streamer) { v.st.Store(st) }
