@@ -156,7 +156,7 @@ func newVideo(cfg Config, opener h264.Opener, log *slog.Logger) (*video, error) 
 		Log:           log, Changed: v.changed,
 	})
 	if cfg.WebRTCMaxPeers > 0 {
-		rtc, err := newWebRTC(cfg, v.p, log.With("component", "webrtc"), v.changed)
+		rtc, err := newWebRTC(cfg, v.p, log, v.changed)
 		if err != nil {
 			return nil, err
 		}

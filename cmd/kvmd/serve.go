@@ -156,11 +156,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopDevices()
-	stopStreamer, err := startStreamer(ctx, cfg, src, launcher, hcfg.Devices, log.With("component", "streamer"))
+	stopStreamer, err := startStreamer(ctx, cfg, src, launcher, hcfg.Devices, log)
 	if err != nil {
 		return err
 	}
 	defer stopStreamer()
+	if cfg.Demo && hcfg.Devices.H264 == nil && cfg.H264Encoder == h264Auto {
+		fmt.Fprintln(stdout, "  no H.264 (WebRTC, Direct H.264): ffmpeg is not installed (make deps-demo installs it); the console shows MJPEG")
+	}
 	if cfg.TOTPSecret != "" {
 		hcfg.TwoFactor = &auth.Enroll{Path: cfg.TOTPSecret, Account: hostLabel(), Log: authLog, TOTP: tfa}
 		hcfg.TwoFactorOn = a.TwoFactor

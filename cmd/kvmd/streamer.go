@@ -163,15 +163,16 @@ func streamerProgram(ctx context.Context, path string, l streamer.Launcher) func
 // daemon's own reading of the capture (src) is its truth for the signal.
 // With an H.264 encoder (--h264-encoder), the pipeline that encodes the
 // streamer's picture and the WebRTC sessions run with it.
-func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher streamer.Launcher, d *httpd.Devices, log *slog.Logger) (func(), error) {
+func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher streamer.Launcher, d *httpd.Devices, base *slog.Logger) (func(), error) {
+	log, hlog := base.With("component", "streamer"), base.With("component", "h264")
 	dir, cleanup, err := streamerDir(cfg.StreamerDir)
 	if err != nil {
 		return nil, err
 	}
 	fsys := hw.New(cfg.Root)
 	var v *video
-	if opener := chooseEncoder(ctx, cfg, fsys, log.With("component", "h264")); opener != nil {
-		if v, err = newVideo(cfg, opener, log.With("component", "h264")); err != nil {
+	if opener := chooseEncoder(ctx, cfg, fsys, hlog); opener != nil {
+		if v, err = newVideo(cfg, opener, hlog); err != nil {
 			cleanup()
 			return nil, err
 		}
