@@ -153,6 +153,11 @@ func Args(s h264.Settings, preset string, crf int) []string {
 		// Constrained Baseline: what every WebRTC peer and WebCodecs
 		// decoder takes (profile-level-id 42e0xx).
 		"-profile:v", "baseline", "-pix_fmt", "yuv420p", "-bf", "0",
+		// What the pictures are, said in full in the stream: a JPEG's
+		// BT.601 colours at studio range (the conversion to 4:2:0 makes
+		// it). With the matrix alone, WebCodecs took the primaries and
+		// transfer for BT.709's and drew the colour bars a tenth off.
+		"-color_range", "tv", "-colorspace", "smpte170m", "-color_primaries", "smpte170m", "-color_trc", "smpte170m",
 		"-crf", strconv.Itoa(crf), "-maxrate", rate, "-bufsize", rate,
 		// Key frames only when asked, or every GOP pictures: no scene-cut
 		// detection, whose key frames a window opening on a desktop would
