@@ -28,12 +28,12 @@
 # Besides the system, the kernel's own tools that the device checks read
 # the far side with: v4l-utils (v4l2-ctl, media-ctl) for vivid, evtest for
 # the input devices our gadget makes, usbutils (lsusb) and gpiod
-# (gpioinfo); and ustreamer, the streamer the daemon manages (the Debian
-# package recommends it).
+# (gpioinfo); and ustreamer, the streamer the daemon manages, and ffmpeg,
+# its software H.264 encoder (the Debian package recommends both).
 set -eu
 
 suite=bookworm
-packages=systemd,systemd-sysv,udev,dbus,linux-image-arm64,iproute2,kmod,procps,v4l-utils,ustreamer,evtest,usbutils,gpiod,usbredirect
+packages=systemd,systemd-sysv,udev,dbus,linux-image-arm64,iproute2,kmod,procps,v4l-utils,ustreamer,ffmpeg,evtest,usbutils,gpiod,usbredirect
 size=2G
 
 check=false
