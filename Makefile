@@ -55,8 +55,8 @@ build:
 deps:
 	@sh scripts/deps.sh
 
-## deps-demo: only what the demo uses (journalctl and systemd-journal-remote, for its journal);
-## the demo runs without them, so a failed install is a warning.
+## deps-demo: only what the demo uses (journalctl and systemd-journal-remote, for its journal;
+## ffmpeg, its H.264 encoder); the demo runs without them, so a failed install is a warning.
 deps-demo:
 	@sh scripts/deps.sh demo
 

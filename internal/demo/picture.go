@@ -2,6 +2,7 @@ package demo
 
 import (
 	"image"
+	"sync/atomic"
 	"image/color"
 	"image/draw"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/image/math/fixed"
 
 	"kvmd/internal/colorbars"
+	"kvmd/internal/framestamp"
 )
 
 // The demo's capture: what its fake capture device reports (1080p60), and
@@ -51,4 +53,17 @@ func text(dst *image.RGBA, s string, x, y, scale int) {
 	d.DrawString(s)
 	r := image.Rect(x, y, x+small.Bounds().Dx()*scale, y+small.Bounds().Dy()*scale)
 	xdraw.NearestNeighbor.Scale(dst, r, small, small.Bounds(), xdraw.Over, nil)
+}
+
+// StampedPicture returns a source of the demo's picture with each
+// picture's number and the time it is drawn written into it
+// (framestamp), for make bench's latency through the daemon
+// (KVMD_DEMO_STAMP=1).
+func StampedPicture() func(t time.Time, w, h int) image.Image {
+	var n atomic.Uint32
+	return func(t time.Time, w, h int) image.Image {
+		img := Picture(t, w, h).(*image.RGBA)
+		framestamp.Draw(img, uint16(n.Add(1)), time.Now())
+		return img
+	}
 }

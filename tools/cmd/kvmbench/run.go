@@ -58,6 +58,8 @@ type runConfig struct {
 	MSD    bool // the virtual media upload rows
 	MSDMiB int  // the image's size for them, MiB
 
+	Video bool // the picture's rows: latency, bitrate, CPU and memory of MJPEG, Direct H.264 and WebRTC
+
 	ARMDir         string        // where kvmd-linux-ARCH are; "" skips the qemu section
 	ARMBaselineDir string        // where kvmbench-linux-ARCH are: beside this binary
 	QemuIdle       time.Duration // idle time under qemu before reading RSS
@@ -99,6 +101,7 @@ func defaultRunConfig() runConfig {
 		Diag:   true,
 		MSD:    true,
 		MSDMiB: 1024,
+		Video:  true,
 
 		QemuIdle: 2 * time.Second,
 	}
@@ -289,6 +292,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		fmt.Fprint(stdout, msdMethod(res.size))
 		writeMSD(stdout, res)
 		return res.failure()
+	case "video":
+		res, err := runVideoBench(ctx, &procs, kvmd, users, passwd, dir, logf)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, videoMethod(res))
+		writeVideo(stdout, res)
+		return nil
 	case "stress":
 		res, err := runStress(ctx, cfg, &procs, kvmd, users, passwd, dir, logf)
 		if err != nil {
@@ -455,6 +466,11 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 	if cfg.MSD {
 		if rep.msd, err = runMSDBench(ctx, &procs, kvmd, users, passwd, dir, int64(cfg.MSDMiB)<<20, logf); err != nil {
 			return fmt.Errorf("virtual media: %w", err)
+		}
+	}
+	if cfg.Video {
+		if rep.video, err = runVideoBench(ctx, &procs, kvmd, users, passwd, dir, logf); err != nil {
+			return fmt.Errorf("the picture: %w", err)
 		}
 	}
 	rep.finished = time.Now()
