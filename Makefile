@@ -40,7 +40,9 @@ FUZZ_TARGETS := \
 	FuzzParseBinary:./hid/ \
 	FuzzWSMessage:./httpd/ \
 	FuzzCheckName:./msd/ \
-	FuzzReadMsg:./vnc/
+	FuzzReadMsg:./vnc/ \
+	FuzzParseSPS:./h264/ \
+	FuzzParse:./mediaws/
 
 .PHONY: all build demo deps deps-demo run test unit race smoke fuzz rules lint bench cross deb buildroot-check image-test test-image clean
 all: build
@@ -84,7 +86,7 @@ export JOURNALTEST_REQUIRE := 1
 # The tools module (tools/: kvmbench, the Buildroot checker, the browser tests of the web UI) is
 # a module of its own, so that the daemon's go.mod lists only what the appliance needs: its
 # tests run from there.
-RACE_PKGS := ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/... ./msd/... ./streamer/memsink/ ./vnc/...
+RACE_PKGS := ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/... ./msd/... ./streamer/memsink/ ./vnc/... ./h264/... ./whep/... ./mediaws/...
 unit:
 	race=$$($(GO) list $(RACE_PKGS)) && \
 		KVMD_IMAGETEST=0 $(GO) test -count=1 $$($(GO) list ./... | grep -v '/firmware$$' | grep -vxF "$$race")

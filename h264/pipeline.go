@@ -475,8 +475,8 @@ func (s *session) run(ctx context.Context) error {
 		}
 		if err := enc.e.Encode(f); err != nil {
 			<-enc.done
-			if e := enc.err(); e != nil {
-				return e
+			if e := enc.e.Err(); e != nil {
+				return e // why it ended, rather than the write that found it
 			}
 			return err
 		}

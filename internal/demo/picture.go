@@ -2,9 +2,9 @@ package demo
 
 import (
 	"image"
-	"sync/atomic"
 	"image/color"
 	"image/draw"
+	"sync/atomic"
 	"time"
 
 	xdraw "golang.org/x/image/draw"
