@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"kvmd/internal/backoff"
 )
 
 // Defaults of the Pipeline's Config.
@@ -35,12 +37,10 @@ const (
 	MinGOP, MaxGOP         = 0, 60
 )
 
-// The restart backoff after an encoder or its source failed, as the
-// streamer's: 1 s, doubled at each failure that follows within
-// stableAfter of the start, up to maxBackoff.
+// The restart after an encoder or its source failed is the streamer's
+// (internal/backoff): 1 s, doubled at each failure that follows within
+// 30 s of the start, up to 30 s.
 const (
-	maxBackoff  = 30 * time.Second
-	stableAfter = 30 * time.Second
 	// keyMinInterval is the least time between two key frames asked of
 	// the encoder: a burst of requests (peers joining, a browser's
 	// picture-loss reports) makes one key frame, and a client too slow
@@ -262,24 +262,12 @@ func (p *Pipeline) setStatus(f func(*Status)) {
 func (p *Pipeline) Run(ctx context.Context) {
 	var (
 		sess         *session
-		stopT, waitT clockwork.Timer
+		stopT, waitT backoff.Timer
 		failures     int
 	)
-	timerC := func(t clockwork.Timer) <-chan time.Time {
-		if t == nil {
-			return nil
-		}
-		return t.Chan()
-	}
-	cancel := func(t *clockwork.Timer) {
-		if *t != nil {
-			(*t).Stop()
-			*t = nil
-		}
-	}
 	defer func() {
-		cancel(&stopT)
-		cancel(&waitT)
+		stopT.Stop()
+		waitT.Stop()
 		if sess != nil {
 			sess.stop()
 		}
@@ -291,20 +279,20 @@ func (p *Pipeline) Run(ctx context.Context) {
 		p.retry = false
 		unavailable := p.status.Unavailable
 		p.mu.Unlock()
-		if want && stopT != nil {
-			cancel(&stopT)
+		if want && stopT.Set() {
+			stopT.Stop()
 		}
 		if retry && unavailable && sess == nil {
-			cancel(&waitT) // a new subscriber looks again at once
+			waitT.Stop() // a new subscriber looks again at once
 		}
-		if want && sess == nil && waitT == nil {
+		if want && sess == nil && !waitT.Set() {
 			sess = p.start(ctx)
 		}
-		if !want && sess != nil && stopT == nil {
-			stopT = p.cfg.Clock.NewTimer(p.cfg.ShutdownDelay)
+		if !want && sess != nil && !stopT.Set() {
+			stopT.Start(p.cfg.Clock, p.cfg.ShutdownDelay)
 		}
 		if !want && sess == nil {
-			cancel(&waitT)
+			waitT.Stop()
 			failures = 0
 		}
 		var ended <-chan struct{}
@@ -315,8 +303,8 @@ func (p *Pipeline) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-p.kick:
-		case <-timerC(stopT):
-			stopT = nil
+		case <-stopT.C():
+			stopT.Fired()
 			p.mu.Lock()
 			want = len(p.subs) > 0
 			p.mu.Unlock()
@@ -326,34 +314,24 @@ func (p *Pipeline) Run(ctx context.Context) {
 				sess = nil
 				failures = 0
 			}
-		case <-timerC(waitT):
-			waitT = nil
+		case <-waitT.C():
+			waitT.Fired()
 		case <-ended:
 			ran := p.cfg.Clock.Since(sess.started)
-			if ran >= stableAfter {
+			if ran >= backoff.StableAfter {
 				failures = 0
 			}
 			failures++
-			d := backoff(failures)
+			d := backoff.Delay(failures)
 			err := sess.err
 			sess = nil
-			cancel(&stopT)
+			stopT.Stop()
 			p.log.Warn("H.264 encoding stopped", "err", err, "ran", ran.Round(time.Millisecond).String(), "retry_in", d.String())
 			unavailable := errors.Is(err, ErrUnavailable)
 			p.setStatus(func(s *Status) { s.Running, s.Err, s.Unavailable = false, err, unavailable })
-			waitT = p.cfg.Clock.NewTimer(d)
+			waitT.Start(p.cfg.Clock, d)
 		}
 	}
-}
-
-// backoff is the wait before the n-th start in a row that follows a
-// failure: 1 s, 2 s, 4 s... up to maxBackoff.
-func backoff(n int) time.Duration {
-	d := time.Second
-	for i := 1; i < n && d < maxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxBackoff)
 }
 
 // session is one run: the source's stream and the encoders opened for

@@ -109,7 +109,7 @@ func TestPipelineOnDemand(t *testing.T) {
 		t.Fatalf("the encoder stopped before the shutdown delay (running %d)", running)
 	}
 	f.clock.Advance(time.Second)
-	waitFor(t, func() bool { _, r, _ := f.enc.Counts(); return r == 0 && f.src.Streams() == 0 }, "the encoder and the pictures to stop")
+	testutil.WaitFor(t, 20*time.Second, "the encoder and the pictures to stop", func() bool { _, r, _ := f.enc.Counts(); return r == 0 && f.src.Streams() == 0 })
 	if st := f.p.Status(); st.Running {
 		t.Errorf("status says running after the stop: %+v", st)
 	}
@@ -129,16 +129,6 @@ func TestPipelineOnDemand(t *testing.T) {
 	s2.Close()
 }
 
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestPipelineEncoderDies kills ffmpeg as a crash would: the subscriber
 // keeps its subscription and gets a key unit from a new encoder after
@@ -152,7 +142,7 @@ func TestPipelineEncoderDies(t *testing.T) {
 	for round, wait := range []time.Duration{time.Second, 2 * time.Second} {
 		pids := f.enc.Pids()
 		syscall.Kill(pids[len(pids)-1], syscall.SIGKILL)
-		waitFor(t, func() bool { return f.p.Status().Err != nil }, "the failure in the status")
+		testutil.WaitFor(t, 20*time.Second, "the failure in the status", func() bool { return f.p.Status().Err != nil })
 		if st := f.p.Status(); st.Running || st.Unavailable {
 			t.Errorf("round %d: status %+v after the kill", round, st)
 		}
@@ -178,31 +168,8 @@ func TestPipelineEncoderDies(t *testing.T) {
 
 // TestPipelineResize: the picture's size changes (a new resolution on
 // the HDMI input): a new encoder, whose first unit is a key unit of the
-// new size.
+// new size (a decoder cannot start elsewhere).
 func TestPipelineResize(t *testing.T) {
-	f := newFixture(t, "")
-	s := f.p.Subscribe()
-	defer s.Close()
-	f.next(s)
-	f.src.SetSize(160, 120)
-	for u := f.next(s); u.Width != 160; u = f.next(s) {
-		if u.Width != 320 {
-			t.Fatalf("a unit of %dx%d", u.Width, u.Height)
-		}
-	}
-	// The first unit at the new size was a key unit: the loop above saw
-	// it; look at the status and the encoders.
-	if st := f.p.Status(); st.Width != 160 || st.Height != 120 {
-		t.Errorf("status size %dx%d", st.Width, st.Height)
-	}
-	if opened, running, most := f.enc.Counts(); opened != 2 || running != 1 || most != 1 {
-		t.Errorf("opened %d, running %d, most %d; want 2, 1, 1", opened, running, most)
-	}
-}
-
-// TestPipelineResizeKey checks that the first unit at a new size is a
-// key unit (a decoder cannot start elsewhere).
-func TestPipelineResizeKey(t *testing.T) {
 	f := newFixture(t, "")
 	s := f.p.Subscribe()
 	defer s.Close()
@@ -212,8 +179,14 @@ func TestPipelineResizeKey(t *testing.T) {
 	for u.Width == 320 {
 		u = f.next(s)
 	}
-	if !u.Key {
-		t.Error("the first unit of the new size is not a key unit")
+	if u.Width != 160 || u.Height != 120 || !u.Key {
+		t.Errorf("the first unit after the change: %dx%d, key %v; want a key unit of 160x120", u.Width, u.Height, u.Key)
+	}
+	if st := f.p.Status(); st.Width != 160 || st.Height != 120 {
+		t.Errorf("status size %dx%d", st.Width, st.Height)
+	}
+	if opened, running, most := f.enc.Counts(); opened != 2 || running != 1 || most != 1 {
+		t.Errorf("opened %d, running %d, most %d; want 2, 1, 1", opened, running, most)
 	}
 }
 
@@ -225,7 +198,7 @@ func TestPipelineSettings(t *testing.T) {
 	defer s.Close()
 	f.next(s)
 	f.p.SetSettings(300, 30)
-	waitFor(t, func() bool { o, _, _ := f.enc.Counts(); return o == 2 }, "a second encoder")
+	testutil.WaitFor(t, 20*time.Second, "a second encoder", func() bool { o, _, _ := f.enc.Counts(); return o == 2 })
 	all := f.enc.Settings()
 	last := all[len(all)-1]
 	if last.Bitrate != 300 || last.GOP != 30 {
@@ -270,13 +243,13 @@ func TestPipelineSlowSubscriber(t *testing.T) {
 	fast := f.p.Subscribe()
 	defer fast.Close()
 	f.clock.Advance(time.Second)
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, 20*time.Second, "the slow subscriber to lose units", func() bool {
 		select {
 		case <-fast.C():
 		default:
 		}
 		return slow.Lost() > 0
-	}, "the slow subscriber to lose units")
+	})
 	f.clock.Advance(time.Second)
 	// Drain what it held, then the next unit it gets is a key unit.
 	for len(slow.C()) > 0 {
@@ -300,7 +273,7 @@ func TestPipelineUnavailable(t *testing.T) {
 	f := newFixture(t, filepath.Join(t.TempDir(), "no-ffmpeg"))
 	s := f.p.Subscribe()
 	defer s.Close()
-	waitFor(t, func() bool { return f.p.Status().Err != nil }, "the failure")
+	testutil.WaitFor(t, 20*time.Second, "the failure", func() bool { return f.p.Status().Err != nil })
 	st := f.p.Status()
 	if !st.Unavailable || !errors.Is(st.Err, h264.ErrUnavailable) || st.Running {
 		t.Errorf("status %+v", st)

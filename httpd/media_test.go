@@ -141,16 +141,6 @@ func (e *mediaEnv) dialWHEP(t *testing.T, hdr map[string]string) (*wheptest.Clie
 	return c, err
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestWHEP: a viewer's WHEP offer through the daemon: 201 with the
 // answer and a Location, pictures of the colour bars; a PATCH (trickle)
@@ -280,5 +270,5 @@ func TestWHEPSessionEnds(t *testing.T) {
 	if r := e.req("POST", "/api/auth/logout", map[string]string{"Cookie": "auth_token=" + tok}, ""); r.status != 200 {
 		t.Fatalf("logout: %d %s", r.status, r.body)
 	}
-	waitUntil(t, 5*time.Second, "the peer to end with its session", func() bool { return e.m.Peers() == 0 })
+	testutil.WaitFor(t, 5*time.Second, "the peer to end with its session", func() bool { return e.m.Peers() == 0 })
 }

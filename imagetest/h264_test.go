@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -103,16 +102,7 @@ func (s *system) testH264(t *testing.T, fig *figures) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	hdr := http.Header{}
-	for k, v := range s.creds(t) {
-		hdr.Set(k, v)
-	}
-	hc := *s.c.hc
-	hc.Timeout = 0
-	c, resp, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(s.c.base, "https")+"/api/media/ws?video=h264", &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: hdr})
-	if err != nil {
-		t.Fatalf("/api/media/ws: %v %v", resp, err)
-	}
+	c := s.dialWebSocket(t, ctx, "/api/media/ws?video=h264")
 	defer c.CloseNow()
 	c.SetReadLimit(16 << 20)
 	start := time.Now()

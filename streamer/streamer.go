@@ -19,6 +19,7 @@ import (
 
 	"kvmd/h264"
 	"kvmd/hw"
+	"kvmd/internal/backoff"
 )
 
 // Defaults of Config's durations. The delays are kvmd's
@@ -38,11 +39,9 @@ const (
 	SocketName = "ustreamer.sock"
 )
 
-// The restart backoff after the streamer died: 1 s, doubled at each death
-// that follows within stableAfter of its start, up to maxBackoff.
+// The restart after the streamer died is internal/backoff's: 1 s, doubled
+// at each death that follows within 30 s of its start, up to 30 s.
 const (
-	maxBackoff  = 30 * time.Second
-	stableAfter = 30 * time.Second
 	// killAfter is how long a streamer asked to stop (SIGTERM) has before
 	// it is killed. It is real time, whatever the clock: it waits for a
 	// real process.
@@ -346,24 +345,12 @@ func (s *Streamer) Run(ctx context.Context) {
 
 	var (
 		cur          *instance
-		stopT, waitT clockwork.Timer
+		stopT, waitT backoff.Timer
 		failures     int
 	)
-	timerC := func(t clockwork.Timer) <-chan time.Time {
-		if t == nil {
-			return nil
-		}
-		return t.Chan()
-	}
-	cancel := func(t *clockwork.Timer) {
-		if *t != nil {
-			(*t).Stop()
-			*t = nil
-		}
-	}
 	defer func() {
-		cancel(&stopT)
-		cancel(&waitT)
+		stopT.Stop()
+		waitT.Stop()
 		if cur != nil {
 			s.stop(cur, "the daemon is stopping")
 			s.setCur(nil, nil)
@@ -381,39 +368,39 @@ func (s *Streamer) Run(ctx context.Context) {
 			s.stop(cur, "reset")
 			cur = nil
 			s.setCur(nil, nil)
-			cancel(&stopT)
-			cancel(&waitT)
-			waitT = s.cfg.Clock.NewTimer(s.cfg.ResetDelay)
+			stopT.Stop()
+			waitT.Stop()
+			waitT.Start(s.cfg.Clock, s.cfg.ResetDelay)
 		}
-		if want && stopT != nil {
-			cancel(&stopT)
+		if want && stopT.Set() {
+			stopT.Stop()
 			s.log.Info("streamer stop cancelled: a client came")
 		}
 		if retry && permanent && cur == nil {
 			// A client now, where the last start found no program or
 			// no capture device: look again at once.
-			cancel(&waitT)
+			waitT.Stop()
 		}
-		if want && cur == nil && waitT == nil {
+		if want && cur == nil && !waitT.Set() {
 			inst, err := s.start(ctx)
 			if err != nil {
 				failures++
-				d := backoff(failures)
+				d := backoff.Delay(failures)
 				s.log.Warn("streamer not started", "err", err, "retry_in", d.String())
 				s.setCur(nil, err)
-				waitT = s.cfg.Clock.NewTimer(d)
+				waitT.Start(s.cfg.Clock, d)
 			} else {
 				cur = inst
 				s.setCur(inst, nil)
 			}
 		}
-		if !want && cur != nil && stopT == nil {
+		if !want && cur != nil && !stopT.Set() {
 			s.log.Info("no streamer clients: stopping the streamer after the shutdown delay", "delay", s.cfg.ShutdownDelay.String())
-			stopT = s.cfg.Clock.NewTimer(s.cfg.ShutdownDelay)
+			stopT.Start(s.cfg.Clock, s.cfg.ShutdownDelay)
 		}
 		if !want && cur == nil {
 			// Nobody waits for a restart: none until a client comes.
-			cancel(&waitT)
+			waitT.Stop()
 			failures = 0
 		}
 
@@ -425,42 +412,32 @@ func (s *Streamer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.kick:
-		case <-timerC(stopT):
-			stopT = nil
+		case <-stopT.C():
+			stopT.Fired()
 			if !s.wanted() && cur != nil {
 				s.stop(cur, "no clients")
 				cur = nil
 				s.setCur(nil, nil)
 				failures = 0
 			}
-		case <-timerC(waitT):
-			waitT = nil
+		case <-waitT.C():
+			waitT.Fired()
 		case <-exited:
 			ran := s.cfg.Clock.Since(cur.started)
-			if ran >= stableAfter {
+			if ran >= backoff.StableAfter {
 				failures = 0
 			}
 			failures++
-			d := backoff(failures)
+			d := backoff.Delay(failures)
 			s.log.Warn("streamer exited", "pid", cur.proc.Pid(), "err", cur.err, "ran", ran.Round(time.Millisecond).String(), "restart_in", d.String())
 			err := fmt.Errorf("%w: %v", ErrExited, cur.err)
 			cur = nil
 			s.setCur(nil, err)
-			cancel(&stopT)
-			cancel(&waitT)
-			waitT = s.cfg.Clock.NewTimer(d)
+			stopT.Stop()
+			waitT.Stop()
+			waitT.Start(s.cfg.Clock, d)
 		}
 	}
-}
-
-// backoff is the wait before the n-th start in a row that follows a
-// failure: 1 s, 2 s, 4 s... up to maxBackoff.
-func backoff(n int) time.Duration {
-	d := time.Second
-	for i := 1; i < n && d < maxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxBackoff)
 }
 
 // start starts a streamer.

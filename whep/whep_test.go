@@ -107,16 +107,6 @@ func next(t *testing.T, c *wheptest.Client) wheptest.Unit {
 	return u
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestPlays: a pion peer gets the picture: a key unit first, every unit
 // with the playout delay at 0, 30 pictures that decode into the colour
@@ -167,7 +157,7 @@ func TestPlays(t *testing.T) {
 	if err := f.m.Delete(c.Location, "alice", false); !errors.Is(err, whep.ErrNoSession) {
 		t.Errorf("second Delete: %v, want ErrNoSession", err)
 	}
-	waitFor(t, 5*time.Second, "the encoder to stop", func() bool { _, r, _ := f.enc.Counts(); return r == 0 })
+	testutil.WaitFor(t, 5*time.Second, "the encoder to stop", func() bool { _, r, _ := f.enc.Counts(); return r == 0 })
 }
 
 // TestPictureLoss: the peer's picture-loss report brings a key unit.
@@ -289,7 +279,7 @@ func TestLifeEnds(t *testing.T) {
 	c := f.dial(life, &ended)
 	next(t, c)
 	revoke()
-	waitFor(t, 5*time.Second, "the session to end", func() bool { return f.m.Peers() == 0 && ended.Load() == 1 })
+	testutil.WaitFor(t, 5*time.Second, "the session to end", func() bool { return f.m.Peers() == 0 && ended.Load() == 1 })
 }
 
 // TestPeerGoes: the peer closes its connection without a DELETE: the
@@ -300,7 +290,7 @@ func TestPeerGoes(t *testing.T) {
 	c := f.dial(context.Background(), &ended)
 	next(t, c)
 	c.Close()
-	waitFor(t, 40*time.Second, "the session to end", func() bool { return f.m.Peers() == 0 && ended.Load() == 1 })
+	testutil.WaitFor(t, 40*time.Second, "the session to end", func() bool { return f.m.Peers() == 0 && ended.Load() == 1 })
 }
 
 // TestNeverConnects: a client that POSTs and never connects is dropped
@@ -315,7 +305,7 @@ func TestNeverConnects(t *testing.T) {
 	if f.m.Peers() != 1 {
 		t.Fatal("no session")
 	}
-	waitFor(t, 5*time.Second, "the session to end", func() bool { return f.m.Peers() == 0 && ended.Load() == 1 })
+	testutil.WaitFor(t, 5*time.Second, "the session to end", func() bool { return f.m.Peers() == 0 && ended.Load() == 1 })
 }
 
 // TestEncoderDies: ffmpeg killed mid-stream: the peer keeps its session
@@ -327,7 +317,7 @@ func TestEncoderDies(t *testing.T) {
 	next(t, c)
 	pids := f.enc.Pids()
 	syscall.Kill(pids[len(pids)-1], syscall.SIGKILL)
-	waitFor(t, 10*time.Second, "a second encoder", func() bool { o, _, _ := f.enc.Counts(); return o == 2 })
+	testutil.WaitFor(t, 10*time.Second, "a second encoder", func() bool { o, _, _ := f.enc.Counts(); return o == 2 })
 	for i := 0; ; i++ {
 		u := next(t, c)
 		if u.Key {

@@ -15,7 +15,6 @@ import (
 
 	"kvmd/h264"
 	"kvmd/h264/h264test"
-	"kvmd/internal/fixture"
 	"kvmd/internal/testutil"
 	"kvmd/whep/wheptest"
 )
@@ -99,15 +98,7 @@ func ffmpegPids(t *testing.T) []string {
 func TestServeH264(t *testing.T) {
 	ustreamer := testutil.NeedTool(t, "ustreamer", "ustreamer")
 	ffmpegPath := testutil.NeedTool(t, "ffmpeg", "ffmpeg")
-	root := t.TempDir()
-	if err := fixture.UnpackFile("../../board/testdata/rpi4.ttar", root); err != nil {
-		t.Fatal(err)
-	}
-	sockDir, err := os.MkdirTemp("", "kvst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(sockDir)
+	root, sockDir := rpi4Root(t), sockDir(t)
 	users := usersFile(t, "admin", "pw")
 	addr := testutil.FreeAddr(t)
 	d := startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr, "--root", root,
@@ -204,10 +195,7 @@ func TestServeH264(t *testing.T) {
 // and the media endpoints do not exist. With --h264-encoder software and
 // no ffmpeg, the state and the media endpoints say what is missing.
 func TestServeH264Off(t *testing.T) {
-	root := t.TempDir()
-	if err := fixture.UnpackFile("../../board/testdata/rpi4.ttar", root); err != nil {
-		t.Fatal(err)
-	}
+	root := rpi4Root(t)
 	users := usersFile(t, "admin", "pw")
 	addr := testutil.FreeAddr(t)
 	d := startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr, "--root", root,

@@ -12,7 +12,6 @@ import (
 	"image/color"
 	"image/draw"
 	"image/jpeg"
-	"io"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -211,38 +210,48 @@ func (e *counted) Close() error {
 // Decode decodes an H.264 stream (Annex B) with ffmpeg into its pictures,
 // whose size its first SPS gives.
 func Decode(ffmpegPath string, stream []byte) ([]*image.RGBA, error) {
+	raw, w, h, err := DecodeRaw(ffmpegPath, stream, "rgba", 4)
+	if err != nil {
+		return nil, err
+	}
+	var pics []*image.RGBA
+	for _, b := range raw {
+		pics = append(pics, &image.RGBA{Pix: b, Stride: 4 * w, Rect: image.Rect(0, 0, w, h)})
+	}
+	return pics, nil
+}
+
+// DecodeRaw decodes an H.264 stream (Annex B) with ffmpeg into its
+// pictures in ffmpeg's pixel format pixFmt of bpp bytes a pixel (rgba 4,
+// gray 1), tight, of the size its first SPS gives (returned).
+func DecodeRaw(ffmpegPath string, stream []byte, pixFmt string, bpp int) (pics [][]byte, w, h int, err error) {
 	var sps h264.SPS
 	found := false
 	for _, n := range h264.SplitNALs(stream) {
 		if h264.NALType(n) == h264.NALSPS {
-			var err error
 			if sps, err = h264.ParseSPS(n); err != nil {
-				return nil, err
+				return nil, 0, 0, err
 			}
 			found = true
 			break
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("h264test: no SPS in %d bytes", len(stream))
+		return nil, 0, 0, fmt.Errorf("h264test: no SPS in %d bytes", len(stream))
 	}
 	cmd := exec.Command(ffmpegPath, "-hide_banner", "-loglevel", "error", "-f", "h264", "-i", "pipe:0",
-		"-f", "rawvideo", "-pix_fmt", "rgba", "pipe:1")
+		"-f", "rawvideo", "-pix_fmt", pixFmt, "pipe:1")
 	cmd.Stdin = bytes.NewReader(stream)
 	var errBuf bytes.Buffer
 	cmd.Stderr = &errBuf
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("h264test: ffmpeg: %w: %s", err, errBuf.String())
+		return nil, 0, 0, fmt.Errorf("h264test: ffmpeg: %w: %s", err, errBuf.String())
 	}
-	size := sps.Width * sps.Height * 4
-	var pics []*image.RGBA
-	for r := bytes.NewReader(out); ; {
-		img := image.NewRGBA(image.Rect(0, 0, sps.Width, sps.Height))
-		if _, err := io.ReadFull(r, img.Pix[:size]); err != nil {
-			break
-		}
-		pics = append(pics, img)
+	size := sps.Width * sps.Height * bpp
+	for len(out) >= size {
+		pics = append(pics, out[:size:size])
+		out = out[size:]
 	}
-	return pics, nil
+	return pics, sps.Width, sps.Height, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,20 +95,13 @@ func closeTo(got [][3]int, tol int) error {
 // streamerH264 reads the daemon's "h264" key of /api/streamer.
 func streamerH264(t *testing.T, d *clienttest.Daemon, user, passwd string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest("GET", d.URL+"/api/streamer", nil)
-	req.SetBasicAuth(user, passwd)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b := getBasic(t, d.URL+"/api/streamer", user, passwd)
 	var st struct {
 		Result struct {
 			H264 map[string]any `json:"h264"`
 		} `json:"result"`
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
+	if err := json.Unmarshal([]byte(b), &st); err != nil {
 		t.Fatalf("/api/streamer: %v %s", err, b)
 	}
 	return st.Result.H264

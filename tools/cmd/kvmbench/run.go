@@ -503,6 +503,26 @@ func demoServeArgs(addr, users, journalDir string) []string {
 	return []string{"serve", "--demo", "--listen", addr, "--users", users, "--journal-dir", journalDir}
 }
 
+// startDemo starts kvmd serve --demo (demoServeArgs, and extra) as name,
+// with env added to its environment, and waits until it listens: its
+// address is returned. The caller stops it.
+func startDemo(ctx context.Context, procs *children, kvmd, users, dir, name string, env []string, extra ...string) (*child, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	args := append(demoServeArgs(addr, users, filepath.Join(dir, "no-journal")), extra...)
+	srv, err := procs.startEnv(name, kvmd, args, env, filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := waitListening(ctx, srv, addr); err != nil {
+		procs.stop(srv, 3*time.Second)
+		return nil, "", err
+	}
+	return srv, addr, nil
+}
+
 // baselineRoutes are the baseline's paths answering kvmd's bytes for the
 // /api/info requests of the info rows: path at the baseline → at kvmd.
 var baselineRoutes = [][2]string{

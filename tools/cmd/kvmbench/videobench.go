@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"kvmd/h264"
+	"kvmd/h264/h264test"
 	"kvmd/internal/demo"
 	"kvmd/internal/framestamp"
 	"kvmd/whep/wheptest"
@@ -97,28 +98,24 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 	}
 	res := &videoResult{width: 1920, height: 1080, ways: map[string]*videoWay{}}
 	res.jpegEncode = sourceEncodeTime()
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
+	hdr := http.Header{"X-Kvmd-User": {benchUser}, "X-Kvmd-Passwd": {passwd}}
 	// One user holds half the peers (the daemon's share of WebRTC peers):
 	// room for videoPeers and the clients of the measure.
-	args := append(demoServeArgs(addr, users, filepath.Join(dir, "no-journal")), "--webrtc-max-peers", strconv.Itoa(2*(videoPeers+2)))
-	srv, err := procs.startEnv("kvmd-video", kvmd, args, []string{"KVMD_DEMO_STAMP=1"}, filepath.Join(dir, "kvmd-video.log"))
+	peerArgs := []string{"--webrtc-max-peers", strconv.Itoa(2 * (videoPeers + 2))}
+
+	// The CPU of each way alone, on the demo's own source, which sends
+	// the same JPEG until its picture changes once a second (its drawing
+	// would hide the daemon's work a picture): MJPEG first (no encoder
+	// yet), then the source with no client (the streamer stays its
+	// shutdown delay), then Direct H.264 (its encoder starts), then
+	// WebRTC on the running one; then the memory with the peers.
+	plain, addr, err := startDemo(ctx, procs, kvmd, users, dir, "kvmd-video-cpu", nil, peerArgs...)
 	if err != nil {
 		return nil, err
 	}
-	defer procs.stop(srv, 3*time.Second)
-	if _, err := waitListening(ctx, srv, addr); err != nil {
-		return nil, err
-	}
-	pid := srv.cmd.Process.Pid
-	hdr := http.Header{"X-Kvmd-User": {benchUser}, "X-Kvmd-Passwd": {passwd}}
+	defer procs.stop(plain, 3*time.Second)
+	pid := plain.cmd.Process.Pid
 	base := "http://" + addr
-
-	// The CPU of each way alone: MJPEG first (no encoder yet), then the
-	// source with no client (the streamer stays its shutdown delay), then
-	// Direct H.264 (its encoder starts), then WebRTC on the running one.
 	phase := func(way string) (float64, int, error) {
 		pctx, cancel := context.WithTimeout(ctx, videoWarmup+videoPhase+30*time.Second)
 		defer cancel()
@@ -157,9 +154,28 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 		cpuOf[way], framesOf[way] = ms, n
 		logf("video: %s alone: %d pictures in %v, the daemon's CPU %.0f ms", way, n, videoPhase, ms)
 	}
+	if err := peersRSS(ctx, res, pid, base, hdr, logf); err != nil {
+		return nil, err
+	}
+	if plain.exited() {
+		return nil, plain.exitError()
+	}
+	procs.stop(plain, 3*time.Second)
 
-	// The three at once, for the latency, the bitrate and the encoder's
-	// CPU.
+	// The stamped source, for the latency, the bitrate and the encoder's
+	// CPU: the three at once.
+	srv, addr, err := startDemo(ctx, procs, kvmd, users, dir, "kvmd-video", []string{"KVMD_DEMO_STAMP=1"}, peerArgs...)
+	if err != nil {
+		return nil, err
+	}
+	defer procs.stop(srv, 3*time.Second)
+	pid, base = srv.cmd.Process.Pid, "http://"+addr
+
+	// The encoder starts with the first H.264 client: warm it up first.
+	var warm videoWay
+	if err := takeWay(ctx, "media", base, hdr, videoWarmup, time.Second, func() {}, &warm); err != nil {
+		return nil, fmt.Errorf("warming up: %w", err)
+	}
 	encPid := childPid(pid, "ffmpeg")
 	var e0 time.Duration
 	if encPid > 0 {
@@ -202,7 +218,15 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 		logf("video: SSIM: %v", err)
 	}
 
-	// The daemon's memory with videoPeers WebRTC peers.
+	if srv.exited() {
+		return nil, srv.exitError()
+	}
+	return res, nil
+}
+
+// peersRSS reads the daemon's VmRSS before and with videoPeers WebRTC
+// peers.
+func peersRSS(ctx context.Context, res *videoResult, pid int, base string, hdr http.Header, logf func(string, ...any)) error {
 	res.rssBefore, _ = readVmRSS(pid)
 	var peers []*wheptest.Client
 	defer func() {
@@ -215,7 +239,7 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 		c, err := wheptest.Dial(pctx, wheptest.Post(http.DefaultClient, base+"/api/media/whep", hdr))
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("peer %d: %w", len(peers)+1, err)
+			return fmt.Errorf("peer %d: %w", len(peers)+1, err)
 		}
 		peers = append(peers, c)
 	}
@@ -223,10 +247,7 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 	time.Sleep(videoPhase)
 	res.rssPeers, _ = readVmRSS(pid)
 	logf("video: the daemon's VmRSS %.1f MiB with %d WebRTC peers (%.1f MiB before)", float64(res.rssPeers)/(1<<20), res.peers, float64(res.rssBefore)/(1<<20))
-	if srv.exited() {
-		return nil, srv.exitError()
-	}
-	return res, nil
+	return nil
 }
 
 // sourceEncodeTime is what the demo's source spends encoding one of its
@@ -354,10 +375,14 @@ func readStamps(ffmpeg, way string, w *videoWay, width, height int) error {
 		for _, p := range w.pics {
 			stream = append(stream, p.data...)
 		}
-		var err error
-		if lumas, err = decodeLuma(ffmpeg, stream, width, height); err != nil {
+		pics, pw, ph, err := h264test.DecodeRaw(ffmpeg, stream, "gray", 1)
+		if err != nil {
 			return err
 		}
+		if pw != width || ph != height {
+			return fmt.Errorf("pictures of %dx%d, want %dx%d", pw, ph, width, height)
+		}
+		lumas = pics
 		if len(lumas) != len(w.pics) {
 			return fmt.Errorf("%d pictures decoded of %d units", len(lumas), len(w.pics))
 		}
@@ -382,26 +407,6 @@ func tight(y []byte, stride, w, h int) []byte {
 		out = append(out, y[row*stride:row*stride+w]...)
 	}
 	return out
-}
-
-// decodeLuma decodes an H.264 stream with ffmpeg into the luma planes of
-// its pictures.
-func decodeLuma(ffmpeg string, stream []byte, w, h int) ([][]byte, error) {
-	cmd := exec.Command(ffmpeg, "-hide_banner", "-loglevel", "error", "-f", "h264", "-i", "pipe:0",
-		"-f", "rawvideo", "-pix_fmt", "gray", "pipe:1")
-	cmd.Stdin = bytes.NewReader(stream)
-	var errBuf bytes.Buffer
-	cmd.Stderr = &errBuf
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("ffmpeg: %w: %s", err, errBuf.String())
-	}
-	var pics [][]byte
-	for len(out) >= w*h {
-		pics = append(pics, out[:w*h])
-		out = out[w*h:]
-	}
-	return pics, nil
 }
 
 // pairedSSIM is ffmpeg's SSIM of the H.264 way's pictures against the
@@ -512,9 +517,11 @@ func videoMethod(res *videoResult) string {
 		"less its stamp (one clock: the same machine), the client's decoding apart (a browser's), the source's drawing and JPEG encoding in it, "+
 		"as a capture's would be. The bitrate is the bytes each client took a second, for the same pictures; the H.264 pictures' quality is "+
 		"ffmpeg's SSIM of their luma against the MJPEG ones', paired by their numbers. "+
-		"The daemon's CPU a picture (`/proc/PID/stat`) is each way alone for %v (MJPEG first, then Direct H.264, then WebRTC), "+
-		"less the daemon's CPU with its source running and no client, over the pictures that way delivered; ffmpeg's own is apart. "+
-		"Then %d WebRTC peers at once, and the daemon's VmRSS after %v. "+
+		"The daemon's CPU a picture (`/proc/PID/stat`) is each way alone for %v, on a daemon with the demo's own source "+
+		"(the same JPEG sent until its picture changes once a second: the stamped source's drawing would hide the daemon's work), "+
+		"MJPEG first, then Direct H.264, then WebRTC, less the daemon's CPU with its source running and no client, "+
+		"over the pictures that way delivered; ffmpeg's own is apart (measured on the stamped pictures). "+
+		"Then %d WebRTC peers at once on that daemon, and its VmRSS after %v. "+
 		"This machine is shared with other work: the latencies move with it; the CPU times less.\n\n",
 		enc, videoWarmup, videoMeasure, videoPhase, videoPeers, videoPhase)
 }
