@@ -182,6 +182,8 @@ func whepError(err error) error {
 		return &Error{Status: http.StatusBadRequest, Name: "ValidatorError", Msg: "The offer has no H.264 this daemon sends: packetization-mode=1 of profile-level-id 42e0xx or 4200xx (Constrained Baseline)", Err: err}
 	case errors.Is(err, whep.ErrBadOffer):
 		return &Error{Status: http.StatusBadRequest, Name: "ValidatorError", Msg: "Bad offer: an SDP offer that receives video is needed", Err: err}
+	case errors.Is(err, whep.ErrNoCandidates):
+		return Unavailable("No WebRTC: the daemon has no network address to offer (it may not read its interfaces); use /api/media/ws", err)
 	case errors.Is(err, whep.ErrTooManyPeers):
 		return NotNow("Too many WebRTC peers; try again later, or use /api/media/ws or /streamer/stream", err)
 	case errors.Is(err, whep.ErrNoSession):

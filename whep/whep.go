@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +57,31 @@ var (
 	ErrNoSession = errors.New("whep: no such session")
 	// ErrClosed refuses a session once the manager is closed.
 	ErrClosed = errors.New("whep: closed")
+	// ErrNoCandidates is an answer the daemon could put none of its
+	// addresses in: no network interface it may read (a sandbox without
+	// route netlink), none up.
+	ErrNoCandidates = errors.New("whep: no address of the daemon's to offer the peer")
 )
+
+// offerErrors are pion's errors of an offer that is the client's fault:
+// parseable SDP (checkOffer parsed it) without what a WebRTC offer needs.
+var offerErrors = []error{
+	webrtc.ErrSessionDescriptionNoFingerprint, webrtc.ErrSessionDescriptionInvalidFingerprint,
+	webrtc.ErrSessionDescriptionConflictingFingerprints, webrtc.ErrSessionDescriptionMissingIceUfrag,
+	webrtc.ErrSessionDescriptionMissingIcePwd, webrtc.ErrSessionDescriptionConflictingIceUfrag,
+	webrtc.ErrSessionDescriptionConflictingIcePwd,
+}
+
+// offerError says whether err of SetRemoteDescription is the offer's
+// fault (ErrBadOffer) or the daemon's.
+func offerError(err error) error {
+	for _, e := range offerErrors {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %w", ErrBadOffer, err)
+		}
+	}
+	return fmt.Errorf("whep: %w", err)
+}
 
 // Source gives the H.264 units (package h264's Pipeline).
 type Source interface {
@@ -84,6 +109,9 @@ type Config struct {
 	// Changed is called (it must not block) when a session starts or
 	// ends.
 	Changed func()
+
+	// interfaces keeps the network interfaces ICE may use (tests: none).
+	interfaces func(name string) bool
 }
 
 // Manager holds the WHEP sessions.
@@ -151,6 +179,9 @@ func New(cfg Config) (*Manager, error) {
 	// mDNS candidates hide the host's address behind a name a peer must
 	// resolve by multicast: a KVM's peers come by its address.
 	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
+	if cfg.interfaces != nil {
+		se.SetInterfaceFilter(cfg.interfaces)
+	}
 	se.LoggerFactory = logFactory{cfg.Log}
 	api := webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(ir), webrtc.WithSettingEngine(se))
 	return &Manager{cfg: cfg, api: api, log: cfg.Log, sessions: map[string]*session{}}, nil
@@ -321,11 +352,11 @@ func (s *session) start(ctx, life context.Context, offer string) (string, error)
 		}
 	})
 	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: offer}); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadOffer, err)
+		return "", offerError(err)
 	}
 	answer, err := pc.CreateAnswer(nil)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadOffer, err)
+		return "", fmt.Errorf("whep: %w", err)
 	}
 	gathered := webrtc.GatheringCompletePromise(pc)
 	if err := pc.SetLocalDescription(answer); err != nil {
@@ -338,6 +369,9 @@ func (s *session) start(ctx, life context.Context, offer string) (string, error)
 	}
 	if tr.Sender() == nil || len(tr.Sender().GetParameters().Codecs) == 0 {
 		return "", ErrNoH264
+	}
+	if !strings.Contains(pc.LocalDescription().SDP, "a=candidate:") {
+		return "", ErrNoCandidates
 	}
 	// The encoder starts now, while the peer connects.
 	sctx, stop := context.WithCancel(context.Background())

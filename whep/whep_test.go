@@ -219,6 +219,13 @@ func TestBadOffers(t *testing.T) {
 			SDPFmtpLine: "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=640032"}, PayloadType: 112}, webrtc.RTPCodecTypeVideo)
 	}, webrtc.RTPCodecTypeVideo)
 	audio := offerWith(t, func(m *webrtc.MediaEngine) error { return m.RegisterDefaultCodecs() }, webrtc.RTPCodecTypeAudio)
+	good := offerWith(t, func(m *webrtc.MediaEngine) error { return m.RegisterDefaultCodecs() }, webrtc.RTPCodecTypeVideo)
+	var noPrint []string
+	for _, l := range strings.Split(good, "\r\n") {
+		if !strings.HasPrefix(l, "a=fingerprint:") {
+			noPrint = append(noPrint, l)
+		}
+	}
 	for _, tc := range []struct {
 		name, offer string
 		want        error
@@ -229,6 +236,7 @@ func TestBadOffers(t *testing.T) {
 		{"audio only", audio, whep.ErrBadOffer},
 		{"VP8 only", vp8, whep.ErrNoH264},
 		{"H.264 High only", high, whep.ErrNoH264},
+		{"no DTLS fingerprint", strings.Join(noPrint, "\r\n"), whep.ErrBadOffer},
 	} {
 		var ended atomic.Int32
 		_, err := f.m.Offer(context.Background(), context.Background(), tc.offer, "alice", func() { ended.Add(1) })

@@ -214,7 +214,7 @@ func TestSystemdHardening(t *testing.T) {
 		one(s, "ProtectControlGroups", "yes"),
 		one(s, "ProtectClock", "yes"),
 		one(s, "ProtectProc", "invisible"),
-		list(s, "RestrictAddressFamilies", "AF_UNIX", "AF_INET", "AF_INET6"),
+		list(s, "RestrictAddressFamilies", "AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"),
 		one(s, "RestrictNamespaces", "yes"),
 		one(s, "RestrictRealtime", "yes"),
 		one(s, "RestrictSUIDSGID", "yes"),

@@ -370,11 +370,12 @@ func pikvm(ctx context.Context, res *result, url, user, passwd, video, out strin
 	// The page shows the stream undimmed once it found its own client in
 	// the streamer state (by the stream_client cookie): its window's title
 	// then names the mode and the resolution.
-	if err := poll(bctx, "PiKVM's stream", `(() => { const [w] = `+natural+`(`+jsQuote(way[0])+`);
+	// A canvas is 300x150 until the page draws a picture into it.
+	if err := poll(bctx, "PiKVM's stream", `(() => { const [w, h] = `+natural+`(`+jsQuote(way[0])+`);
 		const i = document.getElementById('stream-image');
 		const title = (document.querySelector('#stream-window-header .window-grab') || {}).textContent || '';
-		return w > 100 && !(`+jsQuote(video)+` === 'mjpeg' && i.src.includes('blank-stream')) && title.startsWith(`+jsQuote(way[1])+`) &&
-			!title.includes('No video'); })()`); err != nil {
+		return w > 100 && !(w === 300 && h === 150) && !(`+jsQuote(video)+` === 'mjpeg' && i.src.includes('blank-stream')) &&
+			title.startsWith(`+jsQuote(way[1])+`) && !title.includes('No video'); })()`); err != nil {
 		var src string
 		chromedp.Run(bctx, chromedp.Evaluate(`(document.getElementById('stream-image')||{}).src||''`, &src))
 		return fmt.Errorf("%w (the image's src %q)", err, src)
