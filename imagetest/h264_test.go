@@ -124,14 +124,22 @@ func (s *system) testH264(t *testing.T, fig *figures) {
 	t.Logf("Direct H.264: first unit after %.0f ms, %.1f units a second, %d bytes a unit, %d pictures decoded", f.firstMS, f.fps, f.bytes, n)
 
 	// A WebRTC peer in the guest, while the Direct H.264 client stays:
-	// one encoder serves both. The client keeps reading meanwhile.
-	reading, stopReading := context.WithCancel(ctx)
-	readDone := make(chan struct{})
+	// one encoder serves both. The client keeps reading meanwhile, into
+	// msgs (its oldest dropped when full): a Read whose context ends
+	// closes a coder/websocket connection, so one reader reads to the end.
+	msgs := make(chan []byte, 64)
 	go func() {
-		defer close(readDone)
-		for reading.Err() == nil {
-			if _, _, err := c.Read(reading); err != nil {
+		defer close(msgs)
+		for {
+			_, msg, err := c.Read(ctx)
+			if err != nil {
 				return
+			}
+			select {
+			case msgs <- msg:
+			default:
+				<-msgs
+				msgs <- msg
 			}
 		}
 	}()
@@ -164,17 +172,21 @@ func (s *system) testH264(t *testing.T, fig *figures) {
 	}
 	n = checkPictures(t, ffmpeg, "WebRTC", rtc, 640, 480)
 	t.Logf("WebRTC (the guest's pion peer): first unit %.0f ms after the offer, %.1f units a second, %d pictures decoded", w.FirstMS, w.FPS, n)
-	stopReading()
-	<-readDone
 
 	// A new resolution on the HDMI input: a key frame of its size, from a
 	// new encoder.
 	resized := time.Now()
 	sh.must(t, "v4l2-ctl -d /dev/video0 -c dv_timings=9 -c dv_timings_signal_mode=4")
 	for {
-		_, msg, err := c.Read(ctx)
-		if err != nil {
-			t.Fatalf("waiting for 1280x720: %v", err)
+		var msg []byte
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				t.Fatalf("waiting for 1280x720: the Direct H.264 client's connection ended")
+			}
+			msg = m
+		case <-ctx.Done():
+			t.Fatalf("waiting for 1280x720: %v", ctx.Err())
 		}
 		sps, ok := firstSPS(msg)
 		if ok && sps.Width == 1280 && sps.Height == 720 {
