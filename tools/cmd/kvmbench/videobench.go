@@ -210,8 +210,17 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 			return nil, fmt.Errorf("%s: reading the stamps: %w", way, err)
 		}
 		p50 := time.Duration(quantileDur(w.latency, 0.5))
-		logf("video: %s: %d pictures (%d without a stamp read), %.0f kbit/s, latency p50 %v p95 %v", way, len(w.pics), w.unread,
-			float64(w.bytes)*8/w.seconds/1000, p50.Round(100*time.Microsecond), time.Duration(quantileDur(w.latency, 0.95)).Round(100*time.Microsecond))
+		var sum time.Duration
+		for _, d := range w.latency {
+			sum += d
+		}
+		mean := time.Duration(0)
+		if len(w.latency) > 0 {
+			mean = sum / time.Duration(len(w.latency))
+		}
+		logf("video: %s: %d pictures (%d without a stamp read), %.0f kbit/s, latency p50 %v p95 %v mean %v", way, len(w.pics), w.unread,
+			float64(w.bytes)*8/w.seconds/1000, p50.Round(100*time.Microsecond), time.Duration(quantileDur(w.latency, 0.95)).Round(100*time.Microsecond),
+			mean.Round(100*time.Microsecond))
 	}
 	res.ssim, res.ssimPairs, err = pairedSSIM(ffmpeg, dir, res.ways["media"], res.ways["mjpeg"], res.width, res.height)
 	if err != nil {
