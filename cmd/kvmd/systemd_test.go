@@ -213,6 +213,7 @@ func TestSystemdHardening(t *testing.T) {
 		one(s, "ProtectKernelLogs", "yes"),
 		one(s, "ProtectControlGroups", "yes"),
 		one(s, "ProtectClock", "yes"),
+		one(s, "PrivateMounts", "yes"),
 		one(s, "ProtectProc", "invisible"),
 		list(s, "RestrictAddressFamilies", "AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK"),
 		one(s, "RestrictNamespaces", "yes"),
