@@ -257,12 +257,9 @@ func (e *encoder) Units() <-chan h264.Unit { return e.units }
 
 func (e *encoder) ForceKey() { e.forceKey.Store(true) }
 
+// Err is set before Units is closed (run), so a reader that saw the
+// channel closed finds it.
 func (e *encoder) Err() error {
-	select {
-	case <-e.done:
-	default:
-		return nil
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.err
