@@ -129,7 +129,6 @@ func TestPipelineOnDemand(t *testing.T) {
 	s2.Close()
 }
 
-
 // TestPipelineEncoderDies kills ffmpeg as a crash would: the subscriber
 // keeps its subscription and gets a key unit from a new encoder after
 // the backoff (1 s, then 2 s), never two encoders at once, and the state

@@ -337,6 +337,19 @@ func (s *Streamer) Params() Params {
 	return s.params
 }
 
+// Hold starts the streamer if need be and waits until it runs: for a
+// client that reads it other than over its socket (its raw sink). The
+// streamer stays until release is called. Its error is waitReady's:
+// ErrNotInstalled, ErrNoCapture, ErrNotRunning.
+func (s *Streamer) Hold(ctx context.Context) (release func(), err error) {
+	release = s.Acquire()
+	if _, err := s.waitReady(ctx); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
 // Stream opens the streamer's MJPEG stream (its /stream, with the
 // client's query: key, extra_headers, advance_headers, dual_final_frames,
 // zero_data), starting the streamer first if need be. The caller copies

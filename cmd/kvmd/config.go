@@ -204,7 +204,7 @@ func serveFlags(cfg *Config, configPath *string, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.VNCListen, "vnc-listen", cfg.VNCListen, "serve VNC (RFB 3.8, VeNCrypt with --tls-cert) on this TCP `address`, e.g. :5900 (empty: no VNC)")
 	fs.StringVar(&cfg.VNCKeymap, "vnc-keymap", cfg.VNCKeymap, "the host's keyboard layout a VNC client's keys are typed with, one of /api/hid/keymaps")
 	fs.IntVar(&cfg.VNCMaxClients, "vnc-max-clients", cfg.VNCMaxClients, "most VNC connections at once")
-	fs.StringVar(&cfg.H264Encoder, "h264-encoder", cfg.H264Encoder, "H.264 `encoder`: auto (the board's where this build drives it, else ffmpeg's libx264 if installed), software, hardware, or off (MJPEG only)")
+	fs.StringVar(&cfg.H264Encoder, "h264-encoder", cfg.H264Encoder, "H.264 `encoder`: auto (the board's V4L2 encoder where there is one and the capture is not MJPEG, else ffmpeg's libx264 if installed), software, hardware, or off (MJPEG only)")
 	fs.StringVar(&cfg.H264FFmpeg, "h264-ffmpeg", cfg.H264FFmpeg, "the software encoder's `program`, ffmpeg with libx264: a path, or a name looked up in PATH")
 	fs.IntVar(&cfg.H264Bitrate, "h264-bitrate", cfg.H264Bitrate, "most kbit/s of the H.264 stream, 25 to 20000, until set_params changes it (kvmd's h264_bitrate)")
 	fs.IntVar(&cfg.H264GOP, "h264-gop", cfg.H264GOP, "most frames between H.264 key frames, 0 (only when a client needs one) to 60, until set_params changes it (kvmd's h264_gop)")

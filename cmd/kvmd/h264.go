@@ -15,6 +15,7 @@ import (
 
 	"kvmd/h264"
 	"kvmd/h264/ffmpeg"
+	"kvmd/h264/m2m"
 	"kvmd/httpd"
 	"kvmd/hw"
 	"kvmd/streamer"
@@ -55,26 +56,22 @@ func (c *Config) checkH264() error {
 	return nil
 }
 
-// m2mEncoderName is the sysfs name of the Raspberry Pi's V4L2
-// memory-to-memory H.264 encoder (bcm2835-codec, /dev/video11 on a Pi 4:
-// board/testdata/rpi4-usb.ttar).
-const m2mEncoderName = "bcm2835-codec-encode"
+// rawSink is the name of ustreamer's raw sink (--raw-sink: shared memory,
+// /dev/shm/kvmd::ustreamer::raw), from which the board's encoder takes
+// the captured pictures: it takes no JPEG.
+const rawSink = "kvmd::ustreamer::raw"
 
-// errNoHardwareDriver says this build does not drive the board's encoder
-// (the V4L2 M2M driver is not in it yet).
-var errNoHardwareDriver = errors.New("this build does not drive the board's H.264 encoder yet")
-
-// hardwareOpener is the Opener of the board's H.264 encoder at node, when
-// this build has its driver.
-func hardwareOpener(node string, log *slog.Logger) (h264.Opener, error) {
-	return nil, fmt.Errorf("%w (%s)", errNoHardwareDriver, node)
-}
+// rawSinkArgs are ustreamer's options for the raw sink, which it removes
+// as it ends.
+var rawSinkArgs = []string{"--raw-sink=" + rawSink, "--raw-sink-rm"}
 
 // chooseEncoder picks the encoder --h264-encoder asks for: auto takes the
-// board's M2M encoder where there is one that this build drives, else
-// ffmpeg if it is installed with libx264, else none (nil: the picture is
-// MJPEG only). software and hardware are taken even when they cannot
-// work here: the state and the media endpoints say why.
+// board's V4L2 memory-to-memory H.264 encoder where there is one (a Pi 4's
+// bcm2835-codec) and the capture gives raw pictures (not a USB dongle's
+// MJPEG, which it cannot take), else ffmpeg if it is installed with
+// libx264, else none (nil: the picture is MJPEG only). software and
+// hardware are taken even when they cannot work here: the state and the
+// media endpoints say why.
 func chooseEncoder(ctx context.Context, cfg Config, fsys hw.FS, log *slog.Logger) h264.Opener {
 	if cfg.H264Encoder == h264Off {
 		log.Info("H.264 off (--h264-encoder off): the picture is MJPEG only")
@@ -82,12 +79,9 @@ func chooseEncoder(ctx context.Context, cfg Config, fsys hw.FS, log *slog.Logger
 	}
 	soft := ffmpeg.NewOpener(cfg.H264FFmpeg, log)
 	var hard h264.Opener
-	var hardErr error
-	devs, _ := fsys.VideoDevices()
-	if i := slices.IndexFunc(devs, func(d hw.VideoDevice) bool { return d.Name == m2mEncoderName }); i >= 0 {
-		hard, hardErr = hardwareOpener(devs[i].Node, log)
-	} else {
-		hardErr = errors.New("no V4L2 M2M H.264 encoder (" + m2mEncoderName + ") on this machine")
+	m, hardErr := m2m.Detect(fsys, log)
+	if hardErr == nil {
+		hard = m
 	}
 	switch cfg.H264Encoder {
 	case h264Hardware:
@@ -100,6 +94,11 @@ func chooseEncoder(ctx context.Context, cfg Config, fsys hw.FS, log *slog.Logger
 		return soft
 	}
 	if hard != nil {
+		if c, err := streamer.FindCapture(fsys); err == nil && c.Kind == hw.CaptureUSB {
+			hard, hardErr = nil, errors.New("the board's encoder takes raw pictures, and the capture is a USB dongle's MJPEG")
+		}
+	}
+	if hard != nil {
 		log.Info("H.264 encoder: the board's", "encoder", hard.Name())
 		return hard
 	}
@@ -109,6 +108,12 @@ func chooseEncoder(ctx context.Context, cfg Config, fsys hw.FS, log *slog.Logger
 	}
 	log.Info("H.264 encoder: software", "encoder", soft.Name(), "hardware", hardErr)
 	return soft
+}
+
+// usesRawSink says whether the encoder takes ustreamer's raw sink.
+func usesRawSink(o h264.Opener) bool {
+	_, ok := o.(*m2m.Opener)
+	return ok
 }
 
 // unavailable is an encoder that cannot be had: its opens say why.
@@ -148,8 +153,12 @@ type webRTC interface {
 // its pictures once attach gives it.
 func newVideo(cfg Config, opener h264.Opener, log *slog.Logger) (*video, error) {
 	v := &video{}
+	var src h264.Source = h264.MJPEGSource{Stream: v.stream}
+	if usesRawSink(opener) {
+		src = h264.SinkSource{Name: rawSink, Hold: v.hold}
+	}
 	v.p = h264.New(h264.Config{
-		Opener: opener, Source: h264.MJPEGSource{Stream: v.stream},
+		Opener: opener, Source: src,
 		Bitrate: cfg.H264Bitrate, GOP: cfg.H264GOP, FPS: cfg.StreamerDesiredFPS,
 		// One delay for both: the encoder holds the streamer.
 		ShutdownDelay: cfg.StreamerShutdownDelay,
@@ -200,14 +209,32 @@ func (v *video) stream(ctx context.Context) (io.ReadCloser, error) {
 		return nil, errors.New("h264: no streamer")
 	}
 	resp, release, err := st.Stream(ctx, "extra_headers=1")
-	if errors.Is(err, streamer.ErrNotInstalled) || errors.Is(err, streamer.ErrNoCapture) {
-		// No retry mends it until the streamer finds what it lacks.
-		return nil, fmt.Errorf("%w: %w", h264.ErrUnavailable, err)
-	}
 	if err != nil {
-		return nil, err
+		return nil, streamerErr(err)
 	}
 	return &releaseBody{resp: resp, release: release}, nil
+}
+
+// hold holds the streamer for a reader of its raw sink.
+func (v *video) hold(ctx context.Context) (func(), error) {
+	st := v.st.Load()
+	if st == nil {
+		return nil, errors.New("h264: no streamer")
+	}
+	release, err := st.Hold(ctx)
+	if err != nil {
+		return nil, streamerErr(err)
+	}
+	return release, nil
+}
+
+// streamerErr marks the streamer's failures that no retry mends until it
+// finds what it lacks.
+func streamerErr(err error) error {
+	if errors.Is(err, streamer.ErrNotInstalled) || errors.Is(err, streamer.ErrNoCapture) {
+		return fmt.Errorf("%w: %w", h264.ErrUnavailable, err)
+	}
+	return err
 }
 
 type releaseBody struct {

@@ -193,7 +193,8 @@ func TestServeH264(t *testing.T) {
 // TestServeH264Off: --h264-encoder off is kvmd's MJPEG-only streamer:
 // no features.h264, set_params refuses the H.264 params as kvmd does,
 // and the media endpoints do not exist. With --h264-encoder software and
-// no ffmpeg, the state and the media endpoints say what is missing.
+// no ffmpeg, the state and the media endpoints say what is missing; with
+// --h264-encoder hardware and no board's encoder, the log does.
 func TestServeH264Off(t *testing.T) {
 	root := rpi4Root(t)
 	users := usersFile(t, "admin", "pw")
@@ -247,4 +248,17 @@ func TestServeH264Off(t *testing.T) {
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+
+	// --h264-encoder hardware on a Pi 4 whose encoder node cannot be
+	// opened (the fixture's sysfs lists /dev/video11; this machine has
+	// none): the log and the state say there is none.
+	addr = testutil.FreeAddr(t)
+	d = startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr, "--root", root,
+		"--streamer", "/nonexistent/ustreamer", "--h264-encoder", "hardware")
+	d.stderr.wait(t, `kvmd listening`)
+	d.stderr.wait(t, `--h264-encoder hardware, but there is none to use.*no V4L2 memory-to-memory H.264 encoder on this machine`)
+	if st := streamerState(t, addr, "pw"); st.Result.H264 == nil || !st.Result.Features["h264"] {
+		t.Errorf("state with --h264-encoder hardware: %+v", st.Result)
+	}
+	d.stop(t)
 }

@@ -171,10 +171,15 @@ func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher s
 	}
 	fsys := hw.New(cfg.Root)
 	var v *video
+	extra := cfg.StreamerArgs
 	if opener := chooseEncoder(ctx, cfg, fsys, hlog); opener != nil {
 		if v, err = newVideo(cfg, opener, hlog); err != nil {
 			cleanup()
 			return nil, err
+		}
+		if usesRawSink(opener) {
+			// Before the operator's own options, which win.
+			extra = append(slices.Clip(rawSinkArgs), extra...)
 		}
 	}
 	scfg := streamer.Config{
@@ -185,7 +190,7 @@ func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher s
 		Quality:    cfg.StreamerQuality,
 		DesiredFPS: cfg.StreamerDesiredFPS,
 		Resolution: cfg.StreamerResolution,
-		ExtraArgs:  cfg.StreamerArgs,
+		ExtraArgs:  extra,
 		Forever:    cfg.StreamerForever,
 		// Zero is kvmd's default, 10 s.
 		ShutdownDelay: cfg.StreamerShutdownDelay,
