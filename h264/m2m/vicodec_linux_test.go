@@ -180,7 +180,14 @@ func TestVicodecPipeline(t *testing.T) {
 	if p2 == 0 {
 		t.Error("every unit a key frame: a key frame asked for could not be told apart")
 	}
-	time.Sleep(600 * time.Millisecond) // past the pipeline's least time between key frames
+	// Past the pipeline's least time between key frames, reading on
+	// (a subscriber that lost units would be sent a key frame anyway).
+	for start := time.Now(); time.Since(start) < 600*time.Millisecond; {
+		next(t, s)
+	}
+	if s.Lost() != 0 {
+		t.Errorf("the subscriber lost %d units", s.Lost())
+	}
 	s.RequestKey()
 	key := false
 	for range 6 {
