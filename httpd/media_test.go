@@ -141,7 +141,6 @@ func (e *mediaEnv) dialWHEP(t *testing.T, hdr map[string]string) (*wheptest.Clie
 	return c, err
 }
 
-
 // TestWHEP: a viewer's WHEP offer through the daemon: 201 with the
 // answer and a Location, pictures of the colour bars; a PATCH (trickle)
 // is 405; another user's DELETE is 404, the owner's 200, a second 404.

@@ -107,7 +107,6 @@ func next(t *testing.T, c *wheptest.Client) wheptest.Unit {
 	return u
 }
 
-
 // TestPlays: a pion peer gets the picture: a key unit first, every unit
 // with the playout delay at 0, 30 pictures that decode into the colour
 // bars at the source's size. DELETE ends the session, its subscription
