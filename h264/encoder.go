@@ -3,6 +3,7 @@ package h264
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -89,6 +90,16 @@ type Settings struct {
 	GOP int
 	// FPS is the frame rate expected, for rate control (0: 30).
 	FPS int
+}
+
+// Fits says whether f is of the settings' format and size, the only
+// pictures an encoder opened with them takes: nil if so, else an error
+// that says what differs.
+func (s Settings) Fits(f Frame) error {
+	if f.Format != s.Format || f.Width != s.Width || f.Height != s.Height {
+		return fmt.Errorf("h264: a %v picture of %dx%d to an encoder of %v %dx%d", f.Format, f.Width, f.Height, s.Format, s.Width, s.Height)
+	}
+	return nil
 }
 
 // Encoder turns pictures of one size into H.264: one Unit for each Frame

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"kvmd/h264"
-	"kvmd/internal/procgroup"
 	"kvmd/internal/testutil"
 )
 
@@ -46,26 +45,10 @@ func TestSinkSource(t *testing.T) {
 		oc <- opened{p, err}
 	}()
 	time.Sleep(300 * time.Millisecond)
-	cmd := exec.Command(path, "--device=/dev/kvmd-h264-sink-test-none", "--raw-sink="+name, "--raw-sink-rm",
-		"--unix="+filepath.Join(t.TempDir(), "s"), "--unix-rm", "--no-log-colors")
-	var out testutil.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = procgroup.Attr()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			procgroup.Kill(cmd.Process)
-			<-done
-		}
-		os.Remove("/dev/shm/" + name)
-	})
+	// Cleanups run last first: the sink removed after ustreamer ended.
+	t.Cleanup(func() { os.Remove("/dev/shm/" + name) })
+	out := testutil.Start(t, exec.Command(path, "--device=/dev/kvmd-h264-sink-test-none", "--raw-sink="+name, "--raw-sink-rm",
+		"--unix="+filepath.Join(t.TempDir(), "s"), "--unix-rm", "--no-log-colors"), syscall.SIGTERM)
 	o := <-oc
 	if o.err != nil {
 		t.Fatalf("Open: %v\n%s", o.err, out.String())

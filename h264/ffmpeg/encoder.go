@@ -272,8 +272,8 @@ var ErrEnded = errors.New("ffmpeg: the encoder has ended")
 // the first picture (0), at least one more than the last, odd for a key
 // frame and even for any other.
 func (e *encoder) Encode(f h264.Frame) error {
-	if f.Format != e.s.Format || f.Width != e.s.Width || f.Height != e.s.Height {
-		return fmt.Errorf("ffmpeg: a %v picture of %dx%d to an encoder of %v %dx%d", f.Format, f.Width, f.Height, e.s.Format, e.s.Width, e.s.Height)
+	if err := e.s.Fits(f); err != nil {
+		return err
 	}
 	select {
 	case <-e.done:

@@ -184,8 +184,8 @@ var ErrEnded = errors.New("m2m: the encoder has ended")
 // Encode codes f and gives its unit to Units; it waits while the unit
 // before is still unread.
 func (e *encoder) Encode(f h264.Frame) error {
-	if f.Format != e.s.Format || f.Width != e.s.Width || f.Height != e.s.Height {
-		return fmt.Errorf("m2m: a %v picture of %dx%d to an encoder of %v %dx%d", f.Format, f.Width, f.Height, e.s.Format, e.s.Width, e.s.Height)
+	if err := e.s.Fits(f); err != nil {
+		return err
 	}
 	e.encMu.Lock()
 	defer e.encMu.Unlock()
