@@ -88,6 +88,9 @@ type videoResult struct {
 	rssBefore     int64
 	rssPeers      int64
 	peers         int
+	// The machine's load average (1 minute) before and after the three
+	// ways' measure: the latencies move with it.
+	loadBefore, loadAfter string
 }
 
 // runVideoBench runs kvmd serve --demo with the stamped source.
@@ -181,6 +184,7 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 	if encPid > 0 {
 		e0, _ = cpuTime(encPid)
 	}
+	res.loadBefore = loadAverage()
 	var wg sync.WaitGroup
 	mctx, cancel := context.WithTimeout(ctx, videoWarmup+videoMeasure+time.Minute)
 	defer cancel()
@@ -192,6 +196,7 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 		})
 	}
 	wg.Wait()
+	res.loadAfter = loadAverage()
 	encFrames := len(res.ways["media"].pics)
 	if encPid > 0 {
 		if e1, err := cpuTime(encPid); err == nil && encFrames > 0 {
@@ -222,6 +227,11 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 			float64(w.bytes)*8/w.seconds/1000, p50.Round(100*time.Microsecond), time.Duration(quantileDur(w.latency, 0.95)).Round(100*time.Microsecond),
 			mean.Round(100*time.Microsecond))
 	}
+	// The same pictures through both H.264 ways, paired by their stamps'
+	// numbers: how much later one arrives than the other.
+	if d, n := arrivalGap(res.ways["webrtc"], res.ways["media"]); n > 0 {
+		logf("video: the same %d pictures: WebRTC arrives %v after Direct H.264 (median)", n, d)
+	}
 	res.ssim, res.ssimPairs, err = pairedSSIM(ffmpeg, dir, res.ways["media"], res.ways["mjpeg"], res.width, res.height)
 	if err != nil {
 		logf("video: SSIM: %v", err)
@@ -231,6 +241,25 @@ func runVideoBench(ctx context.Context, procs *children, kvmd, users, passwd, di
 		return nil, srv.exitError()
 	}
 	return res, nil
+}
+
+// arrivalGap is the median of a's latency less b's, over the pictures
+// both read (by their stamps' numbers), and their count.
+func arrivalGap(a, b *videoWay) (time.Duration, int) {
+	byNum := map[uint16]time.Duration{}
+	for i, n := range b.numbers {
+		byNum[n] = b.latency[i]
+	}
+	var gaps []time.Duration
+	for i, n := range a.numbers {
+		if l, ok := byNum[n]; ok {
+			gaps = append(gaps, a.latency[i]-l)
+		}
+	}
+	if len(gaps) == 0 {
+		return 0, 0
+	}
+	return time.Duration(quantileDur(gaps, 0.5)), len(gaps)
 }
 
 // peersRSS reads the daemon's VmRSS before and with videoPeers WebRTC
@@ -281,18 +310,9 @@ func takeWay(ctx context.Context, way, base string, hdr http.Header, warmup, mea
 	var closeFn func()
 	switch way {
 	case "mjpeg":
-		req, err := http.NewRequestWithContext(ctx, "GET", base+"/streamer/stream", nil)
+		resp, err := openStream(ctx, base, hdr)
 		if err != nil {
 			return err
-		}
-		req.Header = hdr.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != 200 {
-			resp.Body.Close()
-			return fmt.Errorf("/streamer/stream: HTTP %d", resp.StatusCode)
 		}
 		r := h264.NewMJPEGReader(resp.Body)
 		closeFn = func() { r.Close() }
@@ -358,6 +378,32 @@ func takeWay(ctx context.Context, way, base string, hdr http.Header, warmup, mea
 				return nil
 			}
 		}
+	}
+}
+
+// openStream opens the MJPEG stream. A streamer that did not answer in
+// time (503: the machine busy with the encoder and the other ways'
+// clients) is asked again, three times at most.
+func openStream(ctx context.Context, base string, hdr http.Header) (*http.Response, error) {
+	for try := 1; ; try++ {
+		req, err := http.NewRequestWithContext(ctx, "GET", base+"/streamer/stream", nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header = hdr.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode == 200 {
+			return resp, nil
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || try == 3 {
+			return nil, fmt.Errorf("/streamer/stream: HTTP %d: %s", resp.StatusCode, body)
+		}
+		time.Sleep(time.Second)
 	}
 }
 
@@ -461,6 +507,16 @@ func pairedSSIM(ffmpeg, dir string, h, m *videoWay, w, hgt int) (float64, int, e
 	return v, pairs, err
 }
 
+// loadAverage is the machine's load average over the last minute
+// (/proc/loadavg's first field), or "?".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
 // childPid finds a child process of parent named name (/proc's comm).
 func childPid(parent int, name string) int {
 	ents, _ := os.ReadDir("/proc")
@@ -510,9 +566,10 @@ func (w *videoWay) fps() float64 {
 }
 
 func videoMethod(res *videoResult) string {
-	enc := ""
+	enc, load := "", ""
 	if res != nil {
 		enc = fmt.Sprintf(" (%.0f ms each, measured here)", float64(res.jpegEncode.Microseconds())/1000)
+		load = fmt.Sprintf(" (the load average was %s before the three ways' measure and %s after it)", res.loadBefore, res.loadAfter)
 	}
 	return fmt.Sprintf("`kvmd serve --demo` with `KVMD_DEMO_STAMP=1`: its source (the stand-in for ustreamer) draws each picture anew, "+
 		"1920x1080 at 30 a second, with its number and the time it was drawn written into it as a row of blocks (internal/framestamp), "+
@@ -531,8 +588,8 @@ func videoMethod(res *videoResult) string {
 		"MJPEG first, then Direct H.264, then WebRTC, less the daemon's CPU with its source running and no client, "+
 		"over the pictures that way delivered; ffmpeg's own is apart (measured on the stamped pictures). "+
 		"Then %d WebRTC peers at once on that daemon, and its VmRSS after %v. "+
-		"This machine is shared with other work: the latencies move with it; the CPU times less.\n\n",
-		enc, videoWarmup, videoMeasure, videoPhase, videoPeers, videoPhase)
+		"This machine is shared with other work%s: the latencies move with it; the CPU times less.\n\n",
+		enc, videoWarmup, videoMeasure, videoPhase, videoPeers, videoPhase, load)
 }
 
 func writeVideo(w io.Writer, res *videoResult) {
