@@ -30,6 +30,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"periph.io/x/conn/v3/gpio"
+
+	"kvmd/subsystem"
 )
 
 // kvmd's defaults (get_plugin_options): click_delay, long_click_delay,
@@ -85,9 +87,10 @@ type Config struct {
 	// Pins nil makes the ATX disabled, as kvmd's "disabled" plugin: on a
 	// board without ATX wiring.
 	Pins *Pins
-	// OnChange is called with the new state whenever it changes (LEDs,
-	// busy flags), one call at a time and in the order the states were
-	// taken; it must not block or call the controller.
+	// OnChange, when set, is called with the new state whenever it
+	// changes (LEDs, busy flags), one call at a time and in the order the
+	// states were taken; it must not block or call the controller. The
+	// same changes reach the "atx" subsystem's Watch (Subsystem).
 	OnChange func(State)
 	Log      *slog.Logger
 	// Clock times the presses and the LED polling; nil is the real clock.
@@ -107,6 +110,7 @@ type Controller struct {
 	pubMu      sync.Mutex
 	lastPublic State
 	published  bool
+	changes    subsystem.Sink[State] // the "atx" subsystem's Watch
 
 	mu sync.Mutex
 	st State // the LEDs; the busy fields come from pressing
@@ -246,6 +250,7 @@ func (c *Controller) publishLocked() {
 		return
 	}
 	c.lastPublic, c.published = st, true
+	c.changes.Send(st)
 	if c.cfg.OnChange != nil {
 		c.cfg.OnChange(st)
 	}

@@ -1,19 +1,15 @@
 package auth
 
 import (
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
-
-	"kvmd/internal/atomicfile"
 )
 
 // Enroll turns 2FA on from the web UI: Begin makes a secret that is only
-// held in memory; Confirm writes it to the secret file (atomically) only
+// held in memory; Confirm writes it to the secret file (TOTPFile) only
 // after a code from it checked, so that an app that scanned it wrong
 // never locks everyone out. The secret file is the daemon's one secret,
 // as in kvmd: it is everyone's 2FA.
@@ -40,10 +36,9 @@ const enrollFor = 10 * time.Minute
 // Begin makes a new secret for user to scan and returns it and its
 // otpauth:// URI. Nothing is written yet.
 func (e *Enroll) Begin(user string, now time.Time) (secret, uri string, err error) {
-	key, err := totp.Generate(totp.GenerateOpts{Issuer: "kvmd", AccountName: e.Account, Period: 30,
-		Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1})
+	key, err := NewTOTPKey(e.Account, nil)
 	if err != nil {
-		return "", "", fmt.Errorf("auth: generating 2FA secret: %w", err)
+		return "", "", err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -75,8 +70,8 @@ func (e *Enroll) Confirm(user, code string, now time.Time, by Actor) error {
 	if valid, _ := totp.ValidateCustom(code, p.secret, now, totpOpts); !valid {
 		return ErrForbidden
 	}
-	if err := atomicfile.Update(e.Path, TokensPerm, func([]byte) ([]byte, error) { return []byte(p.secret + "\n"), nil }); err != nil {
-		return fmt.Errorf("auth: writing 2FA secret: %w", err)
+	if err := (TOTPFile{e.Path}).Write(p.secret); err != nil {
+		return err
 	}
 	e.mu.Lock()
 	delete(e.pending, user)
@@ -89,8 +84,8 @@ func (e *Enroll) Confirm(user, code string, now time.Time, by Actor) error {
 // Disable empties the secret file: 2FA off (the file stays: a missing one
 // refuses every login, as the daemon fails closed).
 func (e *Enroll) Disable(by Actor) error {
-	if err := atomicfile.Update(e.Path, TokensPerm, func([]byte) ([]byte, error) { return []byte{}, nil }); err != nil {
-		return fmt.Errorf("auth: writing 2FA secret: %w", err)
+	if err := (TOTPFile{e.Path}).Clear(); err != nil {
+		return err
 	}
 	e.reread()
 	e.Log.Info("2FA changed", "state", "off", "user", by.User, "method", string(by.Method), "addr", addrString(by.Addr))

@@ -247,9 +247,9 @@ var ErrPasswdTooLong = fmt.Errorf("auth: password is longer than %d bytes (bcryp
 func ValidUser(name string) error {
 	switch {
 	case name == "":
-		return errors.New("user name is empty")
+		return &NameError{Why: "is empty"}
 	case len(name) > maxUserLen:
-		return fmt.Errorf("user name is longer than %d characters", maxUserLen)
+		return &NameError{Why: fmt.Sprintf("is longer than %d characters", maxUserLen)}
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -258,14 +258,21 @@ func ValidUser(name string) error {
 			ok = ok || c >= '0' && c <= '9' || c == '-' || c == '@' || c == '.'
 		}
 		if !ok {
-			return errors.New("user name may hold only lower-case letters, digits, '@', '.', '_' and '-', and must start with a letter or '_'")
+			return &NameError{Why: "may hold only lower-case letters, digits, '@', '.', '_' and '-', and must start with a letter or '_'"}
 		}
 	}
 	if c := name[len(name)-1]; c == '@' || c == '.' {
-		return errors.New("user name must not end with '@' or '.'")
+		return &NameError{Why: "must not end with '@' or '.'"}
 	}
 	return nil
 }
+
+// NameError is ValidUser's answer: Why says what is wrong with the name
+// ("is empty"), so that the rules of a user name can be told of another
+// name that keeps them (a token's).
+type NameError struct{ Why string }
+
+func (e *NameError) Error() string { return "user name " + e.Why }
 
 // ValidPasswd checks a password: printable ASCII (space to tilde), at most
 // 512 bytes. An empty password is valid here; whether it may be set is the

@@ -49,6 +49,12 @@ var pendingFiles = []string{"roles", "tokens", "users"}
 // errPendingDamaged is a FILE.pending that cannot be read.
 var errPendingDamaged = errors.New("auth: pending change damaged")
 
+// pendingError is decodePending's answer, errPendingDamaged for why.
+type pendingError struct{ why string }
+
+func (e *pendingError) Error() string        { return errPendingDamaged.Error() + ": " + e.why }
+func (e *pendingError) Is(target error) bool { return target == errPendingDamaged }
+
 // encodePending makes FILE.pending's content: the header, then each file
 // as "name length\n", its bytes and "\n", then "sha256 hex\n" of all that
 // comes before it.
@@ -71,7 +77,7 @@ func encodePending(files map[string][]byte) []byte {
 
 // decodePending parses FILE.pending; any flaw is errPendingDamaged.
 func decodePending(data []byte) (map[string][]byte, error) {
-	damaged := func(why string) error { return fmt.Errorf("%w: %s", errPendingDamaged, why) }
+	damaged := func(why string) error { return &pendingError{why} }
 	i := bytes.LastIndex(data, []byte("sha256 "))
 	if i < 0 || !bytes.HasPrefix(data, []byte(pendingMagic)) {
 		return nil, damaged("no header or no checksum")

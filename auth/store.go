@@ -270,16 +270,29 @@ func (s *Store) warn(path string, err error) {
 // same reports whether r and o hold the same: the same bytes, and the
 // same errors.
 func (r rawFiles) same(o rawFiles) bool {
-	errText := func(err error) string {
-		if err == nil {
-			return ""
-		}
-		return err.Error()
-	}
 	return bytes.Equal(r.users, o.users) && bytes.Equal(r.roles, o.roles) && bytes.Equal(r.tokens, o.tokens) &&
 		(r.users == nil) == (o.users == nil) && (r.roles == nil) == (o.roles == nil) && (r.tokens == nil) == (o.tokens == nil) &&
-		errText(r.usersErr) == errText(o.usersErr) && errText(r.rolesErr) == errText(o.rolesErr) &&
-		errText(r.tokensErr) == errText(o.tokensErr) && errText(r.broken) == errText(o.broken)
+		sameError(r.usersErr, o.usersErr) && sameError(r.rolesErr, o.rolesErr) &&
+		sameError(r.tokensErr, o.tokensErr) && sameError(r.broken, o.broken)
+}
+
+// sameError reports whether a and b are the same failure to read the
+// files: none, the same file error (operation, path, errno: a re-read
+// that fails as before is no news), or the same damage of a pending
+// change. Any other pair differs, and is published again.
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	var pa, pb *fs.PathError
+	if errors.As(a, &pa) && errors.As(b, &pb) {
+		return pa.Op == pb.Op && pa.Path == pb.Path && errors.Is(pa.Err, pb.Err)
+	}
+	var da, db *pendingError
+	if errors.As(a, &da) && errors.As(b, &db) {
+		return *da == *db
+	}
+	return false
 }
 
 // publish builds the Snapshot of raw, publishes it and tells the OnChange

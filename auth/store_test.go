@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -153,5 +154,43 @@ func TestRecreatedNameInheritsNothing(t *testing.T) {
 	roles, _ := os.ReadFile(RolesPath(users))
 	if string(roles) != "ghost:viewer\n" {
 		t.Errorf("roles file %q", roles)
+	}
+}
+
+// TestSameError: a re-read that fails as before (the same file error,
+// however wrapped, or the same damage of a pending change) is the same
+// failure; another errno, file or damage is not.
+func TestSameError(t *testing.T) {
+	dir := t.TempDir()
+	_, enoent := os.ReadFile(filepath.Join(dir, "missing"))
+	_, enoent2 := os.ReadFile(filepath.Join(dir, "missing"))
+	_, other := os.ReadFile(filepath.Join(dir, "other"))
+	_, eisdir := os.ReadFile(dir)
+	_, damaged := decodePending([]byte("garbage"))
+	_, damaged2 := decodePending([]byte("garbage"))
+	flipped := encodePending(map[string][]byte{"users": []byte("a:b\n")})
+	flipped[len(pendingMagic)] ^= 1
+	_, mismatch := decodePending(flipped)
+	wrap := func(err error) error { return fmt.Errorf("auth: reading users file: %w", err) }
+	for _, c := range []struct {
+		name string
+		a, b error
+		want bool
+	}{
+		{"none", nil, nil, true},
+		{"none and one", nil, enoent, false},
+		{"the same file error", wrap(enoent), enoent2, true},
+		{"another file", enoent, other, false},
+		{"another errno", eisdir, wrap(enoent), false},
+		{"the same damage", damaged, damaged2, true},
+		{"another damage", damaged, mismatch, false},
+		{"a file error and a damage", enoent, damaged, false},
+	} {
+		if c.a != nil && c.b != nil && c.a == c.b {
+			t.Fatalf("%s: one value twice", c.name)
+		}
+		if got := sameError(c.a, c.b); got != c.want {
+			t.Errorf("%s: sameError(%v, %v) = %v, want %v", c.name, c.a, c.b, got, c.want)
+		}
 	}
 }

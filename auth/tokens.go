@@ -59,8 +59,11 @@ func ValidAPIToken(t string) error {
 
 // ValidTokenName checks a token's name: the rules of a user name.
 func ValidTokenName(name string) error {
-	if err := ValidUser(name); err != nil {
-		return fmt.Errorf("token name: %s", strings.TrimPrefix(err.Error(), "user name "))
+	var ne *NameError
+	if err := ValidUser(name); errors.As(err, &ne) {
+		return fmt.Errorf("token name: %s", ne.Why)
+	} else if err != nil {
+		return err
 	}
 	return nil
 }

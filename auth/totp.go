@@ -3,9 +3,7 @@ package auth
 import (
 	"encoding/base32"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -65,13 +63,7 @@ func (t *TOTP) refresh(force bool) {
 	if !t.watch.changed(force) {
 		return
 	}
-	var secret string
-	data, err := os.ReadFile(t.path)
-	if err == nil {
-		secret, err = ParseSecret(data)
-	} else {
-		err = fmt.Errorf("auth: reading 2FA secret: %w", err)
-	}
+	secret, err := TOTPFile{t.path}.Read()
 	t.mu.Lock()
 	t.secret, t.err = secret, err
 	t.mu.Unlock()

@@ -1,58 +1,76 @@
-// Package devices gives the state of kvmd's subsystems that this daemon
-// can read (GPIO channels, HID, MSD) in the shapes of kvmd's GET
-// /api/gpio, /api/hid, /api/msd and of the events of the same names on
-// /api/ws, and reports their changes. The streamer's state is package
-// streamer's.
+// Package devices is two of kvmd's subsystems that this daemon reads from
+// the hardware (package subsystem's shape): "gpio", the board's named pins
+// as GPIO channels, and "hid", the keyboard and mouse as the USB gadget and
+// package hid show them, in the shapes of kvmd's GET /api/gpio and
+// /api/hid and of the events of the same names on /api/ws.
 //
 // The shapes follow github.com/pikvm/kvmd (read at f14596e8):
-// kvmd/apps/kvmd/ugpio.py, kvmd/plugins/hid/otg/__init__.py,
-// kvmd/plugins/msd/disabled.py. What they carry comes from the hardware
-// as package info reads it: the board's named pins, the USB gadget in
-// configfs; the MSD's from package msd.
+// kvmd/apps/kvmd/ugpio.py, kvmd/plugins/hid/otg/__init__.py. What they
+// carry comes from the hardware as package info reads it: the board's
+// named pins, the USB gadget in configfs.
 package devices
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"time"
 
 	"kvmd/hid"
 	"kvmd/hw"
 	"kvmd/info"
-	"kvmd/msd"
+	"kvmd/subsystem"
 )
 
-// Source builds the states from the machine's hardware.
-type Source struct {
-	// Hardware returns the machine's state (info.Source.Hardware).
-	Hardware func() info.Hardware
-	// Pins are the board's named pins: the ones not of the ATX board are
-	// GPIO channels.
-	Pins []hw.PinSpec
-	// HIDLive, when set, is the keyboard and mouse as the daemon drives
-	// them (package hid): whether the host takes their reports, the
-	// keyboard's LEDs, a print under way, the jiggler.
-	HIDLive func() hid.State
-	// Wake, when set, makes Watch compare the states at once (the HID's
-	// LEDs changed) rather than at its next tick.
-	Wake <-chan struct{}
-	// MSD gives the virtual media's state (package msd's Manager, which
-	// publishes its own changes); nil: kvmd's disabled MSD.
-	MSD func() msd.State
+// PollEvery is how often the states are read for their changes (the
+// keyboard's and mouse's are also read at once when package hid says they
+// changed).
+const PollEvery = 500 * time.Millisecond
+
+// Machine is the machine's state as the daemon reads it (info.Source).
+type Machine interface {
+	Hardware() info.Hardware
+}
+
+// GPIO is the "gpio" subsystem: the board's named pins but the ATX
+// board's, which /api/atx drives.
+type GPIO struct {
+	Machine Machine
+	Pins    []hw.PinSpec
+}
+
+// Name is kvmd's.
+func (g GPIO) Name() string { return EventGPIO }
+
+// State is the channels' model and state now.
+func (g GPIO) State(context.Context) GPIOState { return g.read(g.Machine.Hardware()) }
+
+// Watch publishes each change of the state until ctx ends.
+func (g GPIO) Watch(ctx context.Context, publish func(GPIOState)) {
+	subsystem.Poll[GPIOState, GPIOState]{Every: PollEvery, Changes: subsystem.IfChanged[GPIOState],
+		Read: g.State}.Run(ctx, publish)
 }
 
 // Channels are the pins shown as GPIO channels: every named pin but the
-// ATX board's, which /api/atx drives.
-func (s *Source) Channels() []hw.PinSpec {
+// ATX board's.
+func (g GPIO) Channels() []hw.PinSpec {
 	var out []hw.PinSpec
-	for _, p := range s.Pins {
+	for _, p := range g.Pins {
 		if !strings.HasPrefix(p.Name, "atx_") {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// HasChannel says whether name is a GPIO channel, for /api/gpio/switch
+// and /pulse.
+func (g GPIO) HasChannel(name string) bool {
+	for _, p := range g.Channels() {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // GPIOState is kvmd's /api/gpio result.
@@ -94,11 +112,11 @@ type inputState struct {
 	State  bool `json:"state"`
 }
 
-// GPIO returns the channels' model and state. Every channel is an input
+// read returns the channels' model and state. Every channel is an input
 // here: the daemon only watches the board's pins (hw.ReadPins), it never
 // drives one it was not told is safe to drive, so switch and pulse are
 // refused for all of them. A pin that cannot be read is offline.
-func (s *Source) GPIO(h info.Hardware) GPIOState {
+func (gp GPIO) read(h info.Hardware) GPIOState {
 	var g GPIOState
 	g.Model.Scheme.Inputs = map[string]scheme{}
 	g.Model.Scheme.Outputs = map[string]scheme{}
@@ -106,7 +124,7 @@ func (s *Source) GPIO(h info.Hardware) GPIOState {
 	g.State.Outputs = map[string]inputState{}
 	g.Model.View.Header.Title = []viewItem{{Type: "label", Text: "GPIO"}}
 	g.Model.View.Table = [][]viewItem{}
-	for _, p := range s.Channels() {
+	for _, p := range gp.Channels() {
 		var sc scheme
 		sc.HW.Driver = "__gpio__" // kvmd's name for its built-in driver
 		sc.HW.Pin = strings.TrimPrefix(p.GPIO, "GPIO")
@@ -156,23 +174,59 @@ type outputs struct {
 	Active    string   `json:"active"`
 }
 
-// HID reports the gadget's keyboard and mouse functions: enabled when a
+// HID is the "hid" subsystem: the gadget's keyboard and mouse functions,
+// and the keyboard and mouse as package hid drives them. Make it with
+// NewHID.
+type HID struct {
+	Machine Machine
+	// Live, when set, is the keyboard and mouse as the daemon drives them
+	// (package hid): whether the host takes their reports, the
+	// keyboard's LEDs, a print under way, the jiggler.
+	Live interface{ State() hid.State }
+	wake chan struct{}
+}
+
+// NewHID returns the "hid" subsystem of m's gadget; set Live before its
+// Watch runs.
+func NewHID(m Machine) *HID { return &HID{Machine: m, wake: make(chan struct{}, 1)} }
+
+// Name is kvmd's.
+func (h *HID) Name() string { return EventHID }
+
+// State is the keyboard's and mouse's state now.
+func (h *HID) State(context.Context) HIDState { return h.read(h.Machine.Hardware()) }
+
+// Changed makes Watch read the state at once (package hid's OnChange: the
+// LEDs changed, a device went on- or offline).
+func (h *HID) Changed() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Watch publishes each change of the state until ctx ends.
+func (h *HID) Watch(ctx context.Context, publish func(HIDState)) {
+	subsystem.Poll[HIDState, HIDState]{Every: PollEvery, Wake: h.wake, Changes: subsystem.IfChanged[HIDState],
+		Read: h.State}.Run(ctx, publish)
+}
+
+// read reports the gadget's keyboard and mouse functions: enabled when a
 // configuration links one, online when a host configured the gadget.
 // connected is the host's state (kvmd leaves it null on its OTG HID: it
-// cannot tell). With HIDLive, a device is online only while the host
-// takes its reports (kvmd's OTG HID: a write that fails or times out
-// makes it offline), and the LEDs, busy and the jiggler are the live
-// ones. The outputs are kvmd's OTG HID's: the keyboard has none to choose
-// from; the mouse has usb and usb_rel when the gadget has both mice
-// (HIDLive says which), and mouse.absolute and online are the chosen
-// one's.
-func (s *Source) HID(h info.Hardware) HIDState {
+// cannot tell). With Live, a device is online only while the host takes
+// its reports (kvmd's OTG HID: a write that fails or times out makes it
+// offline), and the LEDs, busy and the jiggler are the live ones. The
+// outputs are kvmd's OTG HID's: the keyboard has none to choose from; the
+// mouse has usb and usb_rel when the gadget has both mice (Live says
+// which), and mouse.absolute and online are the chosen one's.
+func (h *HID) read(m info.Hardware) HIDState {
 	var st HIDState
 	st.Keyboard.Outputs.Available, st.Mouse.Outputs.Available = []string{}, []string{}
 	st.Jiggler.Interval = hid.JigglerInterval
 	var live *hid.State
-	if s.HIDLive != nil {
-		l := s.HIDLive()
+	if h.Live != nil {
+		l := h.Live.State()
 		live = &l
 		st.Jiggler.Enabled = l.Jiggler.Enabled
 		st.Busy = l.Busy
@@ -182,7 +236,7 @@ func (s *Source) HID(h info.Hardware) HIDState {
 			st.Mouse.Outputs.Available, st.Mouse.Outputs.Active = l.Mouse.Outputs, l.Mouse.Output
 		}
 	}
-	u := h.USB
+	u := m.USB
 	if u == nil || u.Gadget == nil {
 		return st
 	}
@@ -212,53 +266,4 @@ func (s *Source) HID(h info.Hardware) HIDState {
 const (
 	EventGPIO = "gpio"
 	EventHID  = "hid"
-	EventMSD  = "msd"
 )
-
-// State returns the state of one event type.
-func (s *Source) State(eventType string) any { return s.state(s.Hardware(), eventType) }
-
-func (s *Source) state(h info.Hardware, eventType string) any {
-	switch eventType {
-	case EventGPIO:
-		return s.GPIO(h)
-	case EventHID:
-		return s.HID(h)
-	case EventMSD:
-		if s.MSD != nil {
-			return s.MSD()
-		}
-		return msd.Disabled()
-	}
-	return nil
-}
-
-// Watch reads the states every interval until ctx ends and calls publish
-// with each one that changed. The MSD's, when there is one, is left to
-// its own watcher (msd.Manager.Run).
-func (s *Source) Watch(ctx context.Context, interval time.Duration, publish func(eventType string, state any)) {
-	types := []string{EventGPIO, EventHID}
-	if s.MSD == nil {
-		types = append(types, EventMSD)
-	}
-	prev := map[string][]byte{}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		h := s.Hardware()
-		for _, typ := range types {
-			st := s.state(h, typ)
-			b, _ := json.Marshal(st)
-			if old, ok := prev[typ]; ok && !bytes.Equal(old, b) {
-				publish(typ, st)
-			}
-			prev[typ] = b
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.Wake:
-		}
-	}
-}

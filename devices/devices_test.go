@@ -10,7 +10,7 @@ import (
 	"kvmd/hid"
 	"kvmd/hw"
 	"kvmd/info"
-	"kvmd/msd"
+	"kvmd/subsystem"
 )
 
 func ref[T any](v T) *T { return &v }
@@ -38,27 +38,37 @@ func pikvmUSB(state string) *hw.USB {
 	}
 }
 
-// TestMSD: the MSD's state is package msd's; without one, kvmd's disabled
-// MSD (plugins/msd/disabled.py), whatever the gadget holds.
-func TestMSD(t *testing.T) {
-	s := &Source{Hardware: func() info.Hardware { return info.Hardware{USB: pikvmUSB("configured")} }}
-	if got := jsonOf(t, s.State(EventMSD)); got != `{"enabled":false,"online":false,"busy":false,"storage":null,"drive":null}` {
-		t.Errorf("no MSD: %s", got)
-	}
-	s.MSD = func() msd.State { return msd.State{Enabled: true} }
-	if got := jsonOf(t, s.State(EventMSD)); got != `{"enabled":true,"online":false,"busy":false,"storage":null,"drive":null}` {
-		t.Errorf("from the MSD: %s", got)
-	}
+// machine is a Machine of fixed hardware.
+type machine struct {
+	mu sync.Mutex
+	h  info.Hardware
 }
 
+func (m *machine) Hardware() info.Hardware {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.h
+}
+
+func (m *machine) set(h info.Hardware) {
+	m.mu.Lock()
+	m.h = h
+	m.mu.Unlock()
+}
+
+// liveHID is a keyboard and mouse's live state.
+type liveHID hid.State
+
+func (l liveHID) State() hid.State { return hid.State(l) }
+
 func TestHID(t *testing.T) {
-	s := &Source{}
-	got := jsonOf(t, s.HID(info.Hardware{USB: pikvmUSB("configured")}))
+	s := NewHID(nil)
+	got := jsonOf(t, s.read(info.Hardware{USB: pikvmUSB("configured")}))
 	want := `{"enabled":true,"online":true,"busy":false,"connected":true,"keyboard":{"online":true,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":true,"absolute":true,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
 	if got != want {
 		t.Errorf("configured:\ngot  %s\nwant %s", got, want)
 	}
-	got = jsonOf(t, s.HID(info.Hardware{USB: pikvmUSB("not attached")}))
+	got = jsonOf(t, s.read(info.Hardware{USB: pikvmUSB("not attached")}))
 	want = `{"enabled":true,"online":false,"busy":false,"connected":false,"keyboard":{"online":false,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":false,"absolute":true,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
 	if got != want {
 		t.Errorf("not attached:\ngot  %s\nwant %s", got, want)
@@ -71,8 +81,9 @@ func TestHID(t *testing.T) {
 	live.Mouse.Format = hid.MouseFormat{Absolute: true}
 	live.Busy = true
 	live.Jiggler = hid.Jiggler{Enabled: true, Active: true, Interval: 60}
-	ls := &Source{HIDLive: func() hid.State { return live }}
-	got = jsonOf(t, ls.HID(info.Hardware{USB: pikvmUSB("configured")}))
+	ls := NewHID(&machine{h: info.Hardware{USB: pikvmUSB("configured")}})
+	ls.Live = liveHID(live)
+	got = jsonOf(t, ls.State(context.Background()))
 	want = `{"enabled":true,"online":true,"busy":true,"connected":true,"keyboard":{"online":true,"leds":{"caps":true,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":false,"absolute":true,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":true,"active":true,"interval":60}}`
 	if got != want {
 		t.Errorf("live:\ngot  %s\nwant %s", got, want)
@@ -84,12 +95,13 @@ func TestHID(t *testing.T) {
 	live.Mouse.Online = true
 	live.Mouse.Format = hid.MouseFormat{Absolute: false}
 	live.Mouse.Outputs, live.Mouse.Output = []string{hid.OutputAbsolute, hid.OutputRelative}, hid.OutputRelative
-	got = jsonOf(t, ls.HID(info.Hardware{USB: pikvmUSB("configured")}))
+	ls.Live = liveHID(live)
+	got = jsonOf(t, ls.State(context.Background()))
 	want = `{"enabled":true,"online":true,"busy":false,"connected":true,"keyboard":{"online":true,"leds":{"caps":false,"scroll":true,"num":true},"outputs":{"available":[],"active":""}},"mouse":{"online":true,"absolute":false,"outputs":{"available":["usb","usb_rel"],"active":"usb_rel"}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
 	if got != want {
 		t.Errorf("usb_rel:\ngot  %s\nwant %s", got, want)
 	}
-	got = jsonOf(t, s.HID(info.Hardware{}))
+	got = jsonOf(t, s.read(info.Hardware{}))
 	want = `{"enabled":false,"online":false,"busy":false,"connected":null,"keyboard":{"online":false,"leds":{"caps":false,"scroll":false,"num":false},"outputs":{"available":[],"active":""}},"mouse":{"online":false,"absolute":false,"outputs":{"available":[],"active":""}},"jiggler":{"enabled":false,"active":false,"interval":60}}`
 	if got != want {
 		t.Errorf("no gadget:\ngot  %s\nwant %s", got, want)
@@ -97,7 +109,7 @@ func TestHID(t *testing.T) {
 }
 
 func TestGPIO(t *testing.T) {
-	s := &Source{Pins: []hw.PinSpec{
+	s := GPIO{Pins: []hw.PinSpec{
 		{Name: "atx_power_led", GPIO: "GPIO24"},
 		{Name: "v4_locator", GPIO: "GPIO12"},
 		{Name: "hid_reset", GPIO: "GPIO25", ActiveLow: true},
@@ -107,7 +119,10 @@ func TestGPIO(t *testing.T) {
 		"v4_locator":    {GPIO: "GPIO12", Direction: ref("out"), Level: ref(true)},
 		"hid_reset":     {GPIO: "GPIO25", ActiveLow: true},
 	}}
-	got := jsonOf(t, s.GPIO(h))
+	got := jsonOf(t, s.read(h))
+	if !s.HasChannel("v4_locator") || s.HasChannel("atx_power_led") || s.HasChannel("nope") {
+		t.Error("HasChannel: the ATX board's pin is no channel, the others are")
+	}
 	want := `{"model":{"scheme":{"inputs":{"hid_reset":{"hw":{"driver":"__gpio__","pin":"25"}},"v4_locator":{"hw":{"driver":"__gpio__","pin":"12"}}},"outputs":{}},` +
 		`"view":{"header":{"title":[{"type":"label","text":"GPIO"}]},"table":[[{"type":"input","channel":"v4_locator","color":"green"},{"type":"label","text":"v4_locator"}],[{"type":"input","channel":"hid_reset","color":"green"},{"type":"label","text":"hid_reset"}]]}},` +
 		`"state":{"inputs":{"hid_reset":{"online":false,"state":false},"v4_locator":{"online":true,"state":true}},"outputs":{}}}`
@@ -116,53 +131,42 @@ func TestGPIO(t *testing.T) {
 	}
 }
 
-// TestWatch: a change is published once, with its event type; an
-// unchanged state is not.
+// TestWatch: a change is published once, by the subsystem it is of; an
+// unchanged state is not; the keyboard's Changed reads at once.
 func TestWatch(t *testing.T) {
-	var mu sync.Mutex
-	usb := pikvmUSB("not attached")
-	s := &Source{Hardware: func() info.Hardware {
-		mu.Lock()
-		defer mu.Unlock()
-		return info.Hardware{USB: usb}
-	}}
-	got := make(chan string, 10)
+	m := &machine{h: info.Hardware{USB: pikvmUSB("not attached")}}
+	type event struct {
+		typ string
+		st  any
+	}
+	got := make(chan event, 10)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		s.Watch(ctx, 5*time.Millisecond, func(typ string, st any) { got <- typ })
-		close(done)
-	}()
-	defer func() { cancel(); <-done }()
+	var wg sync.WaitGroup
+	hs := NewHID(m)
+	for _, s := range []subsystem.Subsystem{subsystem.Of[GPIOState](GPIO{Machine: m}), subsystem.Of[HIDState](hs)} {
+		wg.Go(func() { s.Watch(ctx, func(st any) { got <- event{s.Name(), st} }) })
+	}
+	defer func() { cancel(); wg.Wait() }()
 	time.Sleep(30 * time.Millisecond)
 	select {
-	case typ := <-got:
-		t.Fatalf("published %s with nothing changed", typ)
+	case ev := <-got:
+		t.Fatalf("published %s with nothing changed", ev.typ)
 	default:
 	}
-	mu.Lock()
-	usb = pikvmUSB("configured")
-	mu.Unlock()
-	// The host connects: hid changes (online, connected); msd, without
-	// a drive, stays disabled.
-	seen := map[string]bool{}
-	timeout := time.After(3 * time.Second)
-	for len(seen) < 1 {
-		select {
-		case typ := <-got:
-			if seen[typ] {
-				t.Errorf("%s published twice", typ)
-			}
-			seen[typ] = true
-		case <-timeout:
-			t.Fatalf("published %v, want hid", seen)
+	// The host connects: hid changes (online, connected); the GPIO
+	// channels do not. Changed makes it seen well before the next poll.
+	m.set(info.Hardware{USB: pikvmUSB("configured")})
+	hs.Changed()
+	select {
+	case ev := <-got:
+		if st, ok := ev.st.(HIDState); ev.typ != EventHID || !ok || !st.Online {
+			t.Errorf("published %s %+v, want hid online", ev.typ, ev.st)
 		}
+	case <-time.After(PollEvery / 2):
+		t.Fatal("no event within half a poll of Changed")
 	}
 	time.Sleep(30 * time.Millisecond)
-	for len(got) > 0 {
-		seen[<-got] = true
-	}
-	if !seen["hid"] || len(seen) != 1 {
-		t.Errorf("published %v, want hid only", seen)
+	if len(got) > 0 {
+		t.Errorf("published %s too", (<-got).typ)
 	}
 }

@@ -153,7 +153,9 @@ func TestBundle(t *testing.T) {
 	if th := files["throttling.txt"]; !strings.Contains(th, "Undervoltage detected!") || !strings.Contains(th, `"source": "sysfs"`) {
 		t.Errorf("throttling.txt lacks the kernel's history or the source:\n%s", th)
 	}
-	if u := files["usb.txt"]; !strings.Contains(u, "/sys/kernel/config/usb_gadget/kvmd/idVendor: 0x1d6b") || !strings.Contains(u, "state: configured") {
+	// A configuration's link is shown with its target as written.
+	if u := files["usb.txt"]; !strings.Contains(u, "/sys/kernel/config/usb_gadget/kvmd/idVendor: 0x1d6b") || !strings.Contains(u, "state: configured") ||
+		!strings.Contains(u, "/sys/kernel/config/usb_gadget/kvmd/configs/c.1/hid.usb0 -> ../../../../usb_gadget/kvmd/functions/hid.usb0\n") {
 		t.Errorf("usb.txt:\n%s", u)
 	}
 	if v := files["video.txt"]; !strings.Contains(v, `"width": 1920`) {

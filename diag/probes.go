@@ -67,7 +67,7 @@ var errIsDir = errors.New("is a directory")
 // without blocking, so that a FIFO or a device never hangs the probe on
 // open, and gives up reading at ctx's deadline where the file allows one.
 func (b *Bundle) readFile(ctx context.Context, rel string, max int) ([]byte, error) {
-	f, err := os.OpenFile(b.cfg.FS.Path(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := b.cfg.FS.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -165,8 +165,7 @@ func printable(b []byte) bool {
 // tree writes every file below dir (relative to the root), for configfs
 // and sysfs directories whose layout is the information.
 func (b *Bundle) tree(ctx context.Context, w *bytes.Buffer, dir string) error {
-	root := b.cfg.FS.Path(dir)
-	if _, err := os.Lstat(root); err != nil {
+	if _, err := b.cfg.FS.Lstat(dir); err != nil {
 		if hw.Absent(err) {
 			fmt.Fprintf(w, "/%s: absent\n", dir)
 			return nil
@@ -175,16 +174,15 @@ func (b *Bundle) tree(ctx context.Context, w *bytes.Buffer, dir string) error {
 	}
 	var errs []error
 	n := 0
-	err := walk(root, func(p string, d fs.DirEntry) error {
+	err := walk(b.cfg.FS, dir, func(rel string, d fs.DirEntry) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if n++; n > 2000 {
 			return errors.New("more than 2000 entries; the rest left out")
 		}
-		rel := dir + strings.TrimPrefix(p, root)
 		if d.Type()&fs.ModeSymlink != 0 {
-			t, _ := os.Readlink(p)
+			t, _ := b.cfg.FS.Readlink(rel)
 			fmt.Fprintf(w, "/%s -> %s\n", rel, t)
 			return nil
 		}
@@ -205,20 +203,21 @@ func (b *Bundle) tree(ctx context.Context, w *bytes.Buffer, dir string) error {
 	return errors.Join(append(errs, err)...)
 }
 
-// walk visits the entries below root in name order without following
-// symbolic links (configfs links a gadget's configs to its functions).
-func walk(root string, fn func(string, fs.DirEntry) error) error {
-	ents, err := os.ReadDir(root)
+// walk visits the entries below dir (relative to fsys's root) in name
+// order without following symbolic links (configfs links a gadget's
+// configs to its functions).
+func walk(fsys hw.FS, dir string, fn func(string, fs.DirEntry) error) error {
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range ents {
-		p := root + "/" + e.Name()
-		if err := fn(p, e); err != nil {
+		rel := dir + "/" + e.Name()
+		if err := fn(rel, e); err != nil {
 			return err
 		}
 		if e.IsDir() {
-			if err := walk(p, fn); err != nil {
+			if err := walk(fsys, rel, fn); err != nil {
 				return err
 			}
 		}

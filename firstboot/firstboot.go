@@ -354,7 +354,7 @@ func (fb *firstboot) config() error {
 // file it is configured with is missing.
 func (fb *firstboot) totp() error {
 	path := fb.etcPath("totp.secret")
-	created, err := createFile(path, auth.UsersPerm, func() ([]byte, error) { return []byte{}, nil })
+	created, err := auth.TOTPFile{Path: path}.Create()
 	if created {
 		fb.report("%s (empty: 2FA off)", path)
 		err = fb.shareWithDaemon(path)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -150,8 +149,44 @@ type Opener interface {
 // program is not installed, its device is absent.
 var ErrUnavailable = errors.New("h264: no encoder available")
 
-// Why is what an error wrapping ErrUnavailable says beyond it, for a
-// person: "ffmpeg is not installed (ffmpeg): ...".
+// Unavailable returns an error wrapping ErrUnavailable, and cause when
+// it is not nil, that says why for a person (Why).
+func Unavailable(why string, cause error) error {
+	return &unavailableError{why: why, cause: cause}
+}
+
+type unavailableError struct {
+	why   string
+	cause error
+}
+
+func (e *unavailableError) Error() string { return ErrUnavailable.Error() + ": " + e.reason() }
+
+func (e *unavailableError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrUnavailable}
+	}
+	return []error{ErrUnavailable, e.cause}
+}
+
+// reason is the why and the cause, each where there is one.
+func (e *unavailableError) reason() string {
+	switch {
+	case e.cause == nil:
+		return e.why
+	case e.why == "":
+		return e.cause.Error()
+	}
+	return e.why + ": " + e.cause.Error()
+}
+
+// Why is what an error of Unavailable says beyond ErrUnavailable, for a
+// person: "ffmpeg is not installed (ffmpeg): ..."; any other error's
+// text.
 func Why(err error) string {
-	return strings.TrimPrefix(err.Error(), ErrUnavailable.Error()+": ")
+	var u *unavailableError
+	if errors.As(err, &u) {
+		return u.reason()
+	}
+	return err.Error()
 }

@@ -263,7 +263,7 @@ func (p *Pipeline) Run(ctx context.Context) {
 	var (
 		sess         *session
 		stopT, waitT backoff.Timer
-		failures     int
+		restarts     backoff.Backoff
 	)
 	defer func() {
 		stopT.Stop()
@@ -293,7 +293,7 @@ func (p *Pipeline) Run(ctx context.Context) {
 		}
 		if !want && sess == nil {
 			waitT.Stop()
-			failures = 0
+			restarts.Reset()
 		}
 		var ended <-chan struct{}
 		if sess != nil {
@@ -312,17 +312,13 @@ func (p *Pipeline) Run(ctx context.Context) {
 				p.log.Info("no H.264 clients: stopping the encoder")
 				sess.stop()
 				sess = nil
-				failures = 0
+				restarts.Reset()
 			}
 		case <-waitT.C():
 			waitT.Fired()
 		case <-ended:
 			ran := p.cfg.Clock.Since(sess.started)
-			if ran >= backoff.StableAfter {
-				failures = 0
-			}
-			failures++
-			d := backoff.Delay(failures)
+			d := restarts.Ended(ran)
 			err := sess.err
 			sess = nil
 			stopT.Stop()
@@ -436,7 +432,7 @@ func (s *session) run(ctx context.Context) error {
 		}
 		if enc == nil {
 			if !slices.Contains(p.cfg.Opener.Formats(), f.Format) {
-				return fmt.Errorf("%w: %s takes no %v pictures", ErrUnavailable, p.cfg.Opener.Name(), f.Format)
+				return Unavailable(fmt.Sprintf("%s takes no %v pictures", p.cfg.Opener.Name(), f.Format), nil)
 			}
 			e, err := p.cfg.Opener.Open(ctx, settings)
 			if err != nil {

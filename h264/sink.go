@@ -50,7 +50,7 @@ func (s SinkSource) Open(ctx context.Context) (Pictures, error) {
 		if !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
 			release()
 			if errors.Is(err, memsink.ErrUnsupported) || errors.Is(err, memsink.ErrVersion) {
-				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+				err = Unavailable("", err)
 			}
 			return nil, fmt.Errorf("the streamer's raw sink %s: %w", s.Name, err)
 		}
@@ -86,7 +86,7 @@ func (p *sinkPictures) Next() (Frame, error) {
 		}
 		format, ok := sinkFormats[f.FourCC()]
 		if !ok {
-			return Frame{}, fmt.Errorf("%w: the capture's pictures are %s, which the board's encoder is not given here", ErrUnavailable, f.FourCC())
+			return Frame{}, Unavailable(fmt.Sprintf("the capture's pictures are %s, which the board's encoder is not given here", f.FourCC()), nil)
 		}
 		t := f.Grab
 		if t.IsZero() {

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"kvmd/otg"
+	"kvmd/gadget"
 )
 
 // File is an open HID function node (/dev/hidgN), or a stand-in with the
@@ -336,7 +336,7 @@ func (d *device) lost(msg string, err error) {
 	// A gadget without the function (no gadget yet, a board without a
 	// device controller) is no fault of the daemon's.
 	level := slog.LevelWarn
-	if errors.Is(err, ErrNoFunction) || errors.Is(err, otg.ErrNoNode) {
+	if errors.Is(err, ErrNoFunction) || errors.Is(err, gadget.ErrNoNode) {
 		level = slog.LevelInfo
 	}
 	d.log.Log(context.Background(), level, msg, "device", d.name, "err", err)

@@ -356,7 +356,16 @@ func ParseBinary(msg []byte) (Event, error) {
 	return Event{}, malformed("not an input handler")
 }
 
-// IsInputBinary reports whether a binary message is for an input handler.
-func IsInputBinary(msg []byte) bool { return len(msg) >= 1 && msg[0] >= 1 && msg[0] <= 5 }
+// BinaryEventType is the input event type of a binary message, by its
+// first byte as kvmd's input handlers number them (1 key, 2 mouse_button,
+// 3 mouse_move, 4 mouse_relative, 5 mouse_wheel); false for another.
+func BinaryEventType(msg []byte) (string, bool) {
+	if len(msg) < 1 || msg[0] < 1 || int(msg[0]) > len(binaryTypes) {
+		return "", false
+	}
+	return binaryTypes[msg[0]-1], true
+}
+
+var binaryTypes = []string{"key", "mouse_button", "mouse_move", "mouse_relative", "mouse_wheel"}
 
 func clampDelta(v int8) int8 { return max(v, DeltaMin) }

@@ -186,7 +186,7 @@ func FuzzParseBinary(f *testing.F) {
 			}
 			return
 		}
-		if !IsInputBinary(msg) {
+		if _, ok := BinaryEventType(msg); !ok {
 			t.Fatalf("parsed %x, not an input handler", msg)
 		}
 		checkEvent(t, ev)

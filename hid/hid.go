@@ -34,8 +34,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"kvmd/gadget"
 	"kvmd/hw"
-	"kvmd/otg"
 )
 
 // Config is what New needs.
@@ -44,7 +44,7 @@ type Config struct {
 	// configfs and their nodes opened under it.
 	FS hw.FS
 	// Open, when set, opens a function's node in place of the node
-	// otg.HIDNode finds (the demo's stand-in host). write is false for
+	// gadget.HIDNode finds (the demo's stand-in host). write is false for
 	// the keyboard, which is also read.
 	Open func(function string, writeOnly bool) (File, error)
 	// Log receives the devices' comings and goings.
@@ -67,8 +67,8 @@ type HID struct {
 	kbd     *device
 	keymaps *Keymaps
 	clock   clockwork.Clock
-	// mice are the gadget's mouse (otg.Mouse) and its second one
-	// (otg.MouseAlt, kvmd's mouse_alt); input goes to mice[current].
+	// mice are the gadget's mouse (gadget.Mouse) and its second one
+	// (gadget.MouseAlt, kvmd's mouse_alt); input goes to mice[current].
 	mice     [2]*pointer
 	current  atomic.Int32
 	outputMu sync.Mutex // held while the output is switched
@@ -107,8 +107,8 @@ func New(cfg Config) *HID {
 	h.kbd = newDevice("keyboard", cfg.QueueLen, h.openKeyboard, cfg.Log, h.changed)
 	h.kbd.leds = true
 	h.kbd.clearState = h.kbdState.clear
-	h.mice[0] = h.newPointer("mouse", otg.Mouse, MouseFormat{Absolute: true, HorizontalWheel: true})
-	h.mice[1] = h.newPointer("mouse_alt", otg.MouseAlt, MouseFormat{Absolute: false, HorizontalWheel: true})
+	h.mice[0] = h.newPointer("mouse", gadget.Mouse, MouseFormat{Absolute: true, HorizontalWheel: true})
+	h.mice[1] = h.newPointer("mouse_alt", gadget.MouseAlt, MouseFormat{Absolute: false, HorizontalWheel: true})
 	h.bump()
 	return h
 }
@@ -138,7 +138,7 @@ func (h *HID) Run(ctx context.Context) {
 var ErrNoFunction = errors.New("hid: no such gadget function")
 
 func (h *HID) attr(function, name string) (int, error) {
-	s, err := h.cfg.FS.ReadString(path.Join(otg.FunctionDir(function), name))
+	s, err := h.cfg.FS.ReadString(path.Join(gadget.FunctionDir(function), name))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %s: %w", ErrNoFunction, function, err)
 	}
@@ -150,21 +150,21 @@ func (h *HID) attr(function, name string) (int, error) {
 }
 
 func (h *HID) openKeyboard() (File, error) {
-	n, err := h.attr(otg.Keyboard, "report_length")
+	n, err := h.attr(gadget.Keyboard, "report_length")
 	if err != nil {
 		return nil, err
 	}
 	if n != KeyboardReportLen {
-		return nil, fmt.Errorf("%w: %s has %d-byte reports, not a boot keyboard's 8", ErrNoFunction, otg.Keyboard, n)
+		return nil, fmt.Errorf("%w: %s has %d-byte reports, not a boot keyboard's 8", ErrNoFunction, gadget.Keyboard, n)
 	}
-	return h.openNode(otg.Keyboard, false)
+	return h.openNode(gadget.Keyboard, false)
 }
 
 func (h *HID) openNode(function string, writeOnly bool) (File, error) {
 	if h.cfg.Open != nil {
 		return h.cfg.Open(function, writeOnly)
 	}
-	node, err := otg.HIDNode(h.cfg.FS, function)
+	node, err := gadget.HIDNode(h.cfg.FS, function)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func (h *HID) openNode(function string, writeOnly bool) (File, error) {
 	}
 	// O_NONBLOCK: Go's poller waits for the node (hidg supports poll), so
 	// a write deadline bounds each report.
-	return os.OpenFile(h.cfg.FS.Path(node), flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	return h.cfg.FS.OpenFile(node, flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 }
 
 func (h *HID) bump() { h.active.Store(h.clock.Now().UnixNano()) }

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"kvmd/gadget"
 	"kvmd/hw"
-	"kvmd/otg"
 )
 
 // host is the far end of a stand-in function node: a SOCK_SEQPACKET
@@ -85,14 +85,14 @@ func (h *host) read(function string, timeout time.Duration) string {
 	return fmt.Sprintf("%x", buf[:n])
 }
 
-// gadget writes a fixture configfs with kvmd's two functions.
-func gadget(t *testing.T, mouseLen int) hw.FS {
+// fixtureGadget writes a fixture configfs with kvmd's two functions.
+func fixtureGadget(t *testing.T, mouseLen int) hw.FS {
 	root := t.TempDir()
 	for fn, attrs := range map[string]map[string]string{
-		otg.Keyboard: {"protocol": "1", "report_length": "8"},
-		otg.Mouse:    {"protocol": "0", "report_length": fmt.Sprint(mouseLen)},
+		gadget.Keyboard: {"protocol": "1", "report_length": "8"},
+		gadget.Mouse:    {"protocol": "0", "report_length": fmt.Sprint(mouseLen)},
 	} {
-		dir := filepath.Join(root, filepath.FromSlash(otg.FunctionDir(fn)))
+		dir := filepath.Join(root, filepath.FromSlash(gadget.FunctionDir(fn)))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func gadget(t *testing.T, mouseLen int) hw.FS {
 func start(t *testing.T, h *host, cfg Config) *HID {
 	t.Helper()
 	if cfg.FS.Root() == "" || cfg.FS.Root() == "/" {
-		cfg.FS = gadget(t, 7)
+		cfg.FS = fixtureGadget(t, 7)
 	}
 	cfg.Open = h.open
 	d := New(cfg)
@@ -129,7 +129,7 @@ func TestKeysReachTheHost(t *testing.T) {
 	d := start(t, h, Config{})
 	d.Key(key(t, "KeyA"), true, true)
 	for _, want := range []string{"0000040000000000", "0000000000000000"} {
-		if got := h.read(otg.Keyboard, time.Second); got != want {
+		if got := h.read(gadget.Keyboard, time.Second); got != want {
 			t.Fatalf("host got %q, want %q", got, want)
 		}
 	}
@@ -138,7 +138,7 @@ func TestKeysReachTheHost(t *testing.T) {
 	d.MouseButton(left, true)
 	d.MouseWheel([]Delta{{0, -1}}, false)
 	for _, want := range []string{"00ff7f00000000", "01ff7f00000000", "01ff7f0000ff00"} {
-		if got := h.read(otg.Mouse, time.Second); got != want {
+		if got := h.read(gadget.Mouse, time.Second); got != want {
 			t.Fatalf("host got %q, want %q", got, want)
 		}
 	}
@@ -161,7 +161,7 @@ func TestLEDs(t *testing.T) {
 		default:
 		}
 	}})
-	if _, err := h.end(otg.Keyboard).Write([]byte{2}); err != nil { // caps
+	if _, err := h.end(gadget.Keyboard).Write([]byte{2}); err != nil { // caps
 		t.Fatal(err)
 	}
 	deadline := time.After(2 * time.Second)
@@ -172,7 +172,7 @@ func TestLEDs(t *testing.T) {
 			t.Fatalf("caps lock never seen: %+v", d.State())
 		}
 	}
-	h.end(otg.Keyboard).Write([]byte{5}) // num and scroll
+	h.end(gadget.Keyboard).Write([]byte{5}) // num and scroll
 	for d.State().Keyboard.LEDs != (LEDs{Num: true, Scroll: true}) {
 		select {
 		case <-changed:
@@ -190,7 +190,7 @@ func TestHostNotReading(t *testing.T) {
 	h := newHost(t)
 	h.small = true
 	d := start(t, h, Config{QueueLen: 8})
-	end := h.end(otg.Keyboard)
+	end := h.end(gadget.Keyboard)
 	a, b := key(t, "KeyA"), key(t, "KeyB")
 	start := time.Now()
 	for i := range 5000 {
@@ -235,15 +235,15 @@ func TestHostGone(t *testing.T) {
 	d := start(t, h, Config{})
 	d.Key(key(t, "ShiftLeft"), true, false)
 	d.Key(key(t, "KeyA"), true, false)
-	h.read(otg.Keyboard, time.Second)
-	if got := h.read(otg.Keyboard, time.Second); got != "0200040000000000" {
+	h.read(gadget.Keyboard, time.Second)
+	if got := h.read(gadget.Keyboard, time.Second); got != "0200040000000000" {
 		t.Fatalf("held: %q", got)
 	}
 	// Unplug: the host end goes away; the next write fails.
 	h.mu.Lock()
-	h.ends[otg.Keyboard].Close()
-	h.ends[otg.Keyboard] = nil
-	h.errs[otg.Keyboard] = errors.New("unbound")
+	h.ends[gadget.Keyboard].Close()
+	h.ends[gadget.Keyboard] = nil
+	h.errs[gadget.Keyboard] = errors.New("unbound")
 	h.mu.Unlock()
 	d.Key(key(t, "KeyB"), true, false)
 	deadline := time.Now().Add(2 * time.Second)
@@ -255,16 +255,16 @@ func TestHostGone(t *testing.T) {
 	}
 	d.Key(key(t, "KeyC"), true, false) // while gone: dropped
 	h.mu.Lock()
-	delete(h.errs, otg.Keyboard)
+	delete(h.errs, gadget.Keyboard)
 	h.mu.Unlock()
-	if got := h.read(otg.Keyboard, 2*time.Second); got != "0000000000000000" {
+	if got := h.read(gadget.Keyboard, 2*time.Second); got != "0000000000000000" {
 		t.Errorf("first report after the host is back: %q, want all released", got)
 	}
-	if got := h.read(otg.Keyboard, 100*time.Millisecond); got != "" {
+	if got := h.read(gadget.Keyboard, 100*time.Millisecond); got != "" {
 		t.Errorf("then %q, want nothing", got)
 	}
 	d.Key(key(t, "KeyD"), true, false)
-	if got := h.read(otg.Keyboard, time.Second); got != "0000070000000000" {
+	if got := h.read(gadget.Keyboard, time.Second); got != "0000070000000000" {
 		t.Errorf("after: %q, want D alone", got)
 	}
 }
@@ -280,19 +280,19 @@ func TestGadgetMadeAnew(t *testing.T) {
 	d.Key(key(t, "KeyA"), true, false)
 	d.Key(key(t, "KeyA"), false, false)
 	for _, want := range []string{"0000040000000000", "0000000000000000"} {
-		if got := h.read(otg.Keyboard, time.Second); got != want {
+		if got := h.read(gadget.Keyboard, time.Second); got != want {
 			t.Fatalf("before: %q, want %s", got, want)
 		}
 	}
 	// The old node's far end is gone; a new one opens fine.
 	h.mu.Lock()
-	h.ends[otg.Keyboard].Close()
-	h.ends[otg.Keyboard] = nil
+	h.ends[gadget.Keyboard].Close()
+	h.ends[gadget.Keyboard] = nil
 	h.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- d.Print(context.Background(), "b", "", 0) }()
 	var got []string
-	for r := h.read(otg.Keyboard, time.Second); r != ""; r = h.read(otg.Keyboard, 200*time.Millisecond) {
+	for r := h.read(gadget.Keyboard, time.Second); r != ""; r = h.read(gadget.Keyboard, 200*time.Millisecond) {
 		got = append(got, r)
 	}
 	if err := <-done; err != nil {
@@ -301,8 +301,8 @@ func TestGadgetMadeAnew(t *testing.T) {
 	if d.kbd.gone.Load() {
 		t.Error("the host was called gone")
 	}
-	if h.opened[otg.Keyboard] != 2 {
-		t.Errorf("opened %d times, want 2", h.opened[otg.Keyboard])
+	if h.opened[gadget.Keyboard] != 2 {
+		t.Errorf("opened %d times, want 2", h.opened[gadget.Keyboard])
 	}
 	if fmt.Sprint(got) != "[0000050000000000 0000000000000000]" {
 		t.Errorf("the new node got %v, want b pressed and released", got)
@@ -318,7 +318,7 @@ func TestPrint(t *testing.T) {
 	}
 	var got []string
 	for {
-		r := h.read(otg.Keyboard, 200*time.Millisecond)
+		r := h.read(gadget.Keyboard, 200*time.Millisecond)
 		if r == "" {
 			break
 		}
@@ -354,7 +354,7 @@ func TestPrintInterrupted(t *testing.T) {
 			go func() {
 				errc <- d.Print(ctx, strings.Repeat("A", 2000) /* more than a socket queues (net.unix.max_dgram_qlen: 512) */, "", delay)
 			}()
-			end := h.end(otg.Keyboard)
+			end := h.end(gadget.Keyboard)
 			if how != "stall" {
 				for !d.State().Busy {
 					time.Sleep(time.Millisecond)
@@ -402,7 +402,7 @@ func TestPrintInterrupted(t *testing.T) {
 
 func TestNoFunction(t *testing.T) {
 	shorten(t)
-	fs := gadget(t, 9)
+	fs := fixtureGadget(t, 9)
 	h := newHost(t)
 	d := start(t, h, Config{FS: fs})
 	time.Sleep(100 * time.Millisecond)
@@ -410,7 +410,7 @@ func TestNoFunction(t *testing.T) {
 		t.Error("a mouse of no known layout is online")
 	}
 	h.mu.Lock()
-	opened := h.opened[otg.Mouse]
+	opened := h.opened[gadget.Mouse]
 	h.mu.Unlock()
 	if opened != 0 {
 		t.Error("the mouse of no known layout was opened")

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -346,3 +347,34 @@ func (k *Keymaps) Get(name string) (*Keymap, error) {
 	k.cache[name] = km
 	return km, nil
 }
+
+// KeymapsState is kvmd's /api/hid/keymaps result and hid_keymaps event.
+type KeymapsState struct {
+	Keymaps struct {
+		Default   string   `json:"default"`
+		Available []string `json:"available"`
+	} `json:"keymaps"`
+}
+
+// State is the keymaps as kvmd shows them: the default and every name.
+func (k *Keymaps) State() KeymapsState {
+	var st KeymapsState
+	st.Keymaps.Default, st.Keymaps.Available = k.Default, k.Names()
+	return st
+}
+
+// KeymapsSubsystem is kvmd's "hid_keymaps" subsystem (package subsystem's
+// shape): the keymaps print types with, which do not change while the
+// daemon runs.
+type KeymapsSubsystem struct {
+	K *Keymaps
+}
+
+// Name is kvmd's.
+func (s KeymapsSubsystem) Name() string { return "hid_keymaps" }
+
+// State is the keymaps.
+func (s KeymapsSubsystem) State(context.Context) KeymapsState { return s.K.State() }
+
+// Watch publishes nothing: the keymaps are read at start.
+func (s KeymapsSubsystem) Watch(ctx context.Context, _ func(KeymapsState)) { <-ctx.Done() }

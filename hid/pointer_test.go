@@ -11,15 +11,15 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"kvmd/gadget"
 	"kvmd/hw"
-	"kvmd/otg"
 )
 
 // withMouseAlt adds kvmd's second mouse to a fixture gadget: the relative
 // boot mouse of kvmd otg (protocol 2, reportLen bytes).
 func withMouseAlt(t *testing.T, fs hw.FS, reportLen int) hw.FS {
 	t.Helper()
-	dir := filepath.Join(fs.Root(), filepath.FromSlash(otg.FunctionDir(otg.MouseAlt)))
+	dir := filepath.Join(fs.Root(), filepath.FromSlash(gadget.FunctionDir(gadget.MouseAlt)))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func outputsOf(s State) string {
 func TestMouseOutputs(t *testing.T) {
 	shorten(t)
 	h := newHost(t)
-	d := start(t, h, Config{FS: withMouseAlt(t, gadget(t, 7), 5)})
+	d := start(t, h, Config{FS: withMouseAlt(t, fixtureGadget(t, 7), 5)})
 	if got := outputsOf(d.State()); got != `[usb usb_rel] "usb" absolute=true` {
 		t.Errorf("at start: %s", got)
 	}
@@ -51,7 +51,7 @@ func TestMouseOutputs(t *testing.T) {
 	d.MouseMove(0, 0)
 	d.MouseButton(left, true)
 	for _, want := range []string{"00ff3fff3f0000", "01ff3fff3f0000"} {
-		if got := h.read(otg.Mouse, time.Second); got != want {
+		if got := h.read(gadget.Mouse, time.Second); got != want {
 			t.Fatalf("absolute mouse got %q, want %s", got, want)
 		}
 	}
@@ -61,7 +61,7 @@ func TestMouseOutputs(t *testing.T) {
 		t.Errorf("usb_rel: %s", got)
 	}
 	// The button the absolute mouse held is released where it is.
-	if got := h.read(otg.Mouse, time.Second); got != "00ff3fff3f0000" {
+	if got := h.read(gadget.Mouse, time.Second); got != "00ff3fff3f0000" {
 		t.Errorf("leaving the absolute mouse: %q, want its button released", got)
 	}
 	d.MouseMove(100, 100) // the relative mouse ignores it
@@ -69,11 +69,11 @@ func TestMouseOutputs(t *testing.T) {
 	d.MouseButton(left, true)
 	d.MouseWheel([]Delta{{1, -1}}, false)
 	for _, want := range []string{"0005fd0000", "00817f0000", "0100000000", "010000ff01"} {
-		if got := h.read(otg.MouseAlt, time.Second); got != want {
+		if got := h.read(gadget.MouseAlt, time.Second); got != want {
 			t.Fatalf("relative mouse got %q, want %s", got, want)
 		}
 	}
-	if got := h.read(otg.Mouse, 100*time.Millisecond); got != "" {
+	if got := h.read(gadget.Mouse, 100*time.Millisecond); got != "" {
 		t.Errorf("the absolute mouse got %q while the relative one was chosen", got)
 	}
 	eventually(t, func() bool { return d.State().Mouse.Online }, func() string { return "the relative mouse is not online" })
@@ -82,16 +82,16 @@ func TestMouseOutputs(t *testing.T) {
 	// changes nothing.
 	for _, o := range []string{OutputRelative, "usb_win98", "ps2", ""} {
 		d.SetMouseOutput(o)
-		if got := h.read(otg.MouseAlt, 50*time.Millisecond); got != "" {
+		if got := h.read(gadget.MouseAlt, 50*time.Millisecond); got != "" {
 			t.Errorf("%q: the relative mouse got %q", o, got)
 		}
 	}
 	d.SetMouseOutput(OutputAbsolute)
-	if got := h.read(otg.MouseAlt, time.Second); got != "0000000000" {
+	if got := h.read(gadget.MouseAlt, time.Second); got != "0000000000" {
 		t.Errorf("leaving the relative mouse: %q, want its button released", got)
 	}
 	d.MouseMove(MoveMax, MoveMax)
-	if got := h.read(otg.Mouse, time.Second); got != "00ff7fff7f0000" {
+	if got := h.read(gadget.Mouse, time.Second); got != "00ff7fff7f0000" {
 		t.Errorf("back on usb: %q", got)
 	}
 	if got := outputsOf(d.State()); got != `[usb usb_rel] "usb" absolute=true` {
@@ -100,7 +100,7 @@ func TestMouseOutputs(t *testing.T) {
 	// A reset releases both.
 	d.SetMouseOutput(OutputRelative)
 	d.Reset()
-	if a, r := h.read(otg.Mouse, time.Second), h.read(otg.MouseAlt, time.Second); a != "00ff7fff7f0000" || r != "0000000000" {
+	if a, r := h.read(gadget.Mouse, time.Second), h.read(gadget.MouseAlt, time.Second); a != "00ff7fff7f0000" || r != "0000000000" {
 		t.Errorf("reset: the mice got %q and %q", a, r)
 	}
 }
@@ -117,11 +117,11 @@ func TestOneMouse(t *testing.T) {
 		t.Errorf("one mouse: %s", got)
 	}
 	d.MouseMove(0, 0)
-	if got := h.read(otg.Mouse, time.Second); got != "00ff3fff3f0000" {
+	if got := h.read(gadget.Mouse, time.Second); got != "00ff3fff3f0000" {
 		t.Errorf("after usb_rel, the one mouse got %q", got)
 	}
 	h.mu.Lock()
-	n := h.opened[otg.MouseAlt]
+	n := h.opened[gadget.MouseAlt]
 	h.mu.Unlock()
 	if n != 0 {
 		t.Errorf("the missing second mouse was opened %d times", n)
@@ -136,7 +136,7 @@ func TestJiggler(t *testing.T) {
 	shorten(t)
 	h := newHost(t)
 	clk := clockwork.NewFakeClock()
-	d := start(t, h, Config{FS: withMouseAlt(t, gadget(t, 7), 5), Clock: clk})
+	d := start(t, h, Config{FS: withMouseAlt(t, fixtureGadget(t, 7), 5), Clock: clk})
 	// advance moves the clock on by d, a second at a time, collecting
 	// what function gets until it has want reports.
 	advance := func(function string, d time.Duration, want int) []string {
@@ -151,18 +151,18 @@ func TestJiggler(t *testing.T) {
 		return got
 	}
 	d.MouseMove(0, 0)
-	h.read(otg.Mouse, time.Second)
-	if got := advance(otg.Mouse, 2*JigglerInterval*time.Second, 1); len(got) != 0 {
+	h.read(gadget.Mouse, time.Second)
+	if got := advance(gadget.Mouse, 2*JigglerInterval*time.Second, 1); len(got) != 0 {
 		t.Errorf("off, the jiggler moved the mouse: %v", got)
 	}
 	d.SetJiggler(true)
 	d.MouseMove(0, 0)
-	h.read(otg.Mouse, time.Second)
-	if got := advance(otg.Mouse, (JigglerInterval-1)*time.Second, 1); len(got) != 0 {
+	h.read(gadget.Mouse, time.Second)
+	if got := advance(gadget.Mouse, (JigglerInterval-1)*time.Second, 1); len(got) != 0 {
 		t.Errorf("before the interval: %v", got)
 	}
 	var xs []int
-	for _, r := range advance(otg.Mouse, 90*time.Second, 11) {
+	for _, r := range advance(gadget.Mouse, 90*time.Second, 11) {
 		b := []byte{}
 		fmt.Sscanf(r, "%x", &b)
 		x, y := binary.LittleEndian.Uint16(b[1:]), binary.LittleEndian.Uint16(b[3:])
@@ -177,15 +177,15 @@ func TestJiggler(t *testing.T) {
 	}
 
 	d.SetMouseOutput(OutputRelative)
-	if got := h.read(otg.Mouse, time.Second); got != "00ff3fff3f0000" {
+	if got := h.read(gadget.Mouse, time.Second); got != "00ff3fff3f0000" {
 		t.Errorf("the absolute mouse left: %q, want the release of its buttons", got)
 	}
-	got := advance(otg.MouseAlt, 2*JigglerInterval*time.Second, 10)
+	got := advance(gadget.MouseAlt, 2*JigglerInterval*time.Second, 10)
 	want := []string{"000a0a0000", "00f6f60000", "000a0a0000", "00f6f60000", "000a0a0000", "00f6f60000", "000a0a0000", "00f6f60000", "000a0a0000", "00f6f60000"}
 	if !slices.Equal(got, want) {
 		t.Errorf("relative jiggle:\n got %v\nwant %v", got, want)
 	}
-	if got := h.read(otg.Mouse, 50*time.Millisecond); got != "" {
+	if got := h.read(gadget.Mouse, 50*time.Millisecond); got != "" {
 		t.Errorf("the absolute mouse moved while usb_rel: %q", got)
 	}
 }
@@ -208,7 +208,7 @@ func TestLEDsEach(t *testing.T) {
 		{0x07, LEDs{Num: true, Caps: true, Scroll: true}},
 		{0x00, LEDs{}},
 	} {
-		if _, err := h.end(otg.Keyboard).Write([]byte{tc.bits}); err != nil {
+		if _, err := h.end(gadget.Keyboard).Write([]byte{tc.bits}); err != nil {
 			t.Fatal(err)
 		}
 		// Each report is read in turn: the state shows it before the next.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"kvmd/otg"
+	"kvmd/gadget"
 )
 
 // TestTypeSeq: the presses a print makes as it types are those of
@@ -41,7 +41,7 @@ func TestTypeSeq(t *testing.T) {
 
 // drain reads what the host's keyboard gets until the test ends.
 func drain(t *testing.T, h *host) {
-	end := h.end(otg.Keyboard)
+	end := h.end(gadget.Keyboard)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	go func() {

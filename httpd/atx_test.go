@@ -34,7 +34,7 @@ func TestATXOneBusyRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ctl.Close() })
-	e := newEnv(t, envOpts{devices: &Devices{Events: hub, ATX: ctl, Version: "4.108.1", State: func(string) any { return nil }}})
+	e := newEnv(t, envOpts{devices: &Devices{Events: hub, ATX: ctl, Version: "4.108.1", Subsystems: testSubsystems(atx.Subsystem{C: ctl}, nil)}})
 	admin := map[string]string{"X-KVMD-User": "admin", "X-KVMD-Passwd": "admin-pass"}
 	if r := e.req("POST", "/api/atx/click?button=power_long", admin, ""); r.status != 200 {
 		t.Fatalf("power_long: %d %s", r.status, r.body)

@@ -20,7 +20,7 @@ import (
 // each, sent at once, cost the connections they came on and nothing more.
 //
 // The body of a request let in is read whole before its handler runs,
-// within its route's limit (bodyRuleOf) and under Config.BodyTimeout,
+// within its route's limit (its row's body column) and under Config.BodyTimeout,
 // into one buffer of its announced size. Bodies up to Config.MaxBody (4
 // KiB) are bounded by the connections (Config.MaxConns of them); larger
 // ones (a print's text, up to 1 MiB) draw their size from a budget of
@@ -37,20 +37,21 @@ type bodyRule struct {
 	// limit is the most a body may be; a larger one is refused (413).
 	limit int64
 	// raw says the handler reads the body itself, as a stream, under
-	// bounds of its own (rawBodyRoutes): serve neither reads nor limits
-	// it.
+	// bounds of its own (the row's rawBody): serve neither reads nor
+	// limits it.
 	raw bool
 }
 
-// bodyRuleOf is the body rule of p's method (path is without /api): the
-// one place a route's limit and its raw flag are looked up (routeMaxBody,
-// rawBodyRoutes; Config.MaxBody for every other route).
-func (s *Server) bodyRuleOf(p *pathRoutes, method, path string) bodyRule {
-	rule := bodyRule{limit: s.cfg.MaxBody, raw: p.rawBody[method]}
-	if n := routeMaxBody[path]; n > 0 {
-		rule.limit = n
+// bodyRuleOf is the body rule of a row (its body column: Config.MaxBody
+// for 0).
+func (s *Server) bodyRuleOf(rt *route) bodyRule {
+	switch {
+	case rt.body == rawBody:
+		return bodyRule{raw: true}
+	case rt.body > 0:
+		return bodyRule{limit: rt.body}
 	}
-	return rule
+	return bodyRule{limit: s.cfg.MaxBody}
 }
 
 // bodies is the budget of the bytes held in bodies larger than

@@ -10,6 +10,7 @@ import (
 
 	"kvmd/atx"
 	"kvmd/events"
+	"kvmd/subsystem"
 )
 
 // Devices serves kvmd's device endpoints: /api/ws, /api/atx, /api/gpio,
@@ -23,23 +24,26 @@ type Devices struct {
 	Events *events.Hub
 	// ATX is the ATX board; nil answers as kvmd's disabled ATX.
 	ATX ATX
-	// State gives the other subsystems' states by event type ("gpio",
-	// "hid", "msd", "streamer").
-	State func(eventType string) any
-	// Channels says whether a GPIO channel exists, for /api/gpio/switch
-	// and /pulse: every channel here is read-only.
-	Channels func(name string) bool
-	// Streamer, when set, serves /api/streamer and its operations, the
-	// "streamer" and "clients" events, and /streamer/stream and
-	// /streamer/snapshot (streamer.go). Without it, /api/streamer is
-	// State("streamer") and its operations answer UnavailableError.
+	// Subsystems are kvmd's subsystems, in the order of its greeting
+	// (gpio, hid, atx, msd, streamer, info, hid_keymaps, clients: package
+	// subsystem): a new WebSocket client is sent each one's greeting,
+	// GET /api/<name> answers its state (deviceState), and its changes
+	// come as events of its name on Events.
+	Subsystems []subsystem.Subsystem
+	// GPIO says which GPIO channels exist, for /api/gpio/switch and
+	// /pulse: every channel here is read-only. Nil: none.
+	GPIO GPIO
+	// Streamer, when set, serves the streamer's operations and
+	// /streamer/stream and /streamer/snapshot (streamer.go); a WebSocket
+	// client that asks for the stream keeps it running. Without it, its
+	// operations answer UnavailableError.
 	Streamer Streamer
 	// StreamWriteTimeout cuts a /streamer/stream client that takes no
 	// data for this long (default 20 s).
 	StreamWriteTimeout time.Duration
 	// MSD is the virtual media drive; nil answers its operations as
-	// kvmd's disabled MSD (MsdDisabledError). Its state comes through
-	// State("msd") like the others'.
+	// kvmd's disabled MSD (MsdDisabledError). Its state is the "msd"
+	// subsystem's.
 	MSD MSD
 	// MSDStall bounds how long an image upload or read may stall
 	// (0: DefaultMSDStall).
@@ -48,13 +52,18 @@ type Devices struct {
 	// minor numbers.
 	Version string
 	// HID, when set, is the keyboard and mouse: /api/hid's input and
-	// settings, /api/ws's input messages and hid_keymaps event.
+	// settings, /api/ws's input messages.
 	HID HID
 	// H264, when set, is the picture in H.264: /api/media and
 	// /api/media/ws (PiKVM's Direct H.264, media.go). WebRTC, when set
 	// too, is its WebRTC sessions, signalled by WHEP at /api/media/whep.
 	H264   H264
 	WebRTC WebRTC
+}
+
+// GPIO is the board's GPIO channels (package devices implements it).
+type GPIO interface {
+	HasChannel(name string) bool
 }
 
 // ATX is the ATX board (package atx implements it).
@@ -64,43 +73,34 @@ type ATX interface {
 	Click(ctx context.Context, button string, wait bool) error
 }
 
-// wsGreeting is what a new WebSocket client hears after "loop", in the
-// order kvmd's server sends it (kvmd/apps/kvmd/server.py, __ws_handler):
-// the state of each subsystem in the order of its __subsystems (GPIO, HID,
-// ATX, MSD, Streamer, OCR, Info, Switch), then hid_keymaps and clients.
-// This daemon serves no OCR and no switch, so their events are left out;
-// Server.greeting makes each one's events.
-// hid_keymaps only with the keyboard (Devices.HID).
-var wsGreeting = []string{"gpio", "hid", "atx", "msd", "streamer", "info", "hid_keymaps", "clients"}
-
-// infoEventFields are kvmd's info sub-managers in the order of its
-// InfoManager (kvmd/apps/kvmd/info/__init__.py). Each sends its state as
-// an info event of its own, {"<field>": state}, when a client connects
-// (trigger_state, then poll_state yields {field: value}).
-var infoEventFields = []string{"system", "auth", "meta", "extras", "health", "uptime", "node", "fan"}
-
 // errNoStreamer answers the streamer operations of Devices without a
 // Streamer. That is a known state, not a fault (Expected): a viewer asking
 // in a loop gets no error line each.
 var errNoStreamer = &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Expected: true,
 	Msg: "No streamer runs under this daemon: snapshots, streams and stream parameters are not available"}
 
-// deviceState answers GET of a subsystem's state, as its event carries it.
-func deviceState(eventType string) routeHandler {
+// deviceState answers GET of a subsystem's state (its name is the
+// route's path), as its event carries it; a subsystem the Devices do not
+// have is UnavailableError.
+func deviceState(name string) routeHandler {
 	return func(s *Server, w http.ResponseWriter, r *http.Request) error {
-		return WriteJSON(w, s.cfg.Devices.State(eventType))
+		sub := s.subsystem(name)
+		if sub == nil {
+			return &Error{Status: http.StatusServiceUnavailable, Name: "UnavailableError", Expected: true,
+				Msg: "This daemon has no " + name + " subsystem"}
+		}
+		return WriteJSON(w, sub.State(r.Context()))
 	}
 }
 
-func (s *Server) atxCurrent() atx.State {
-	if a := s.cfg.Devices.ATX; a != nil {
-		return a.State()
+// subsystem returns the Devices' subsystem of that name, or nil.
+func (s *Server) subsystem(name string) subsystem.Subsystem {
+	for _, sub := range s.cfg.Devices.Subsystems {
+		if sub.Name() == name {
+			return sub
+		}
 	}
-	return atx.State{} // kvmd's disabled ATX: everything false
-}
-
-func (s *Server) atxState(w http.ResponseWriter, r *http.Request) error {
-	return WriteJSON(w, s.atxCurrent())
+	return nil
 }
 
 // atxError maps the ATX's errors to kvmd's answers.
@@ -197,7 +197,7 @@ func gpioAction(op string) routeHandler {
 		if _, err := queryBool(r, "wait", false); err != nil {
 			return err
 		}
-		if s.cfg.Devices.Channels == nil || !s.cfg.Devices.Channels(ch) {
+		if g := s.cfg.Devices.GPIO; g == nil || !g.HasChannel(ch) {
 			return &Error{Status: http.StatusBadRequest, Name: "GpioChannelNotFoundError", Msg: "GPIO channel is not found"}
 		}
 		if op == "switch" {

@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"kvmd/atx"
 	"kvmd/hw"
 	"kvmd/hw/v4l2test"
 	"kvmd/info"
 	"kvmd/internal/fixture"
+	"kvmd/subsystem"
 )
 
 // rawUpgrade sends a WebSocket handshake as written, over network (tcp from
@@ -204,7 +206,8 @@ func TestWSGreetingInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := info.New(info.Config{FS: hw.New(root), V4L2: &v4l2test.Fake{}, Version: "4.108.1"})
-	d, _ := testDevices(t)
+	d, b := testDevices(t)
+	d.Subsystems = testSubsystems(atx.Subsystem{C: b.ctl}, nil, subsystem.Of[json.RawMessage](info.Subsystem{S: src}))
 	e := newEnv(t, envOpts{devices: d, info: src})
 	c := dialWS(t, e, "?stream=0", adminHeader)
 	var types, fields []string

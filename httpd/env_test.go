@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"io/fs"
-	"kvmd/internal/testutil"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +17,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kvmd/internal/testutil"
+	"kvmd/streamer/streamertest"
 
 	"github.com/jonboulle/clockwork"
 	"golang.org/x/crypto/bcrypt"
@@ -71,6 +73,9 @@ type envOpts struct {
 	wsPerUser, logFollowers int
 	// maxBodies: Config.MaxBodies.
 	maxBodies int64
+	// launcher, for a streamer env (newStreamerEnvWith), sets up its
+	// stand-in ustreamer before the streamer runs.
+	launcher func(*streamertest.Launcher)
 }
 
 // env is a real server on a loopback TCP port and a unix socket.

@@ -35,19 +35,8 @@ type HID interface {
 	Dropped(r hid.DropReason)
 }
 
-// keymapsState is kvmd's /api/hid/keymaps result and hid_keymaps event.
-func keymapsState(k *hid.Keymaps) any {
-	type keymaps struct {
-		Default   string   `json:"default"`
-		Available []string `json:"available"`
-	}
-	return struct {
-		Keymaps keymaps `json:"keymaps"`
-	}{keymaps{k.Default, k.Names()}}
-}
-
 func (s *Server) hidKeymaps(w http.ResponseWriter, r *http.Request) error {
-	return WriteJSON(w, keymapsState(s.cfg.Devices.HID.Keymaps()))
+	return WriteJSON(w, s.cfg.Devices.HID.Keymaps().State())
 }
 
 func (s *Server) hidInactivity(w http.ResponseWriter, r *http.Request) error {

@@ -12,10 +12,12 @@ import (
 
 	"github.com/coder/websocket"
 
+	"kvmd/atx"
+	"kvmd/gadget"
 	"kvmd/hid"
 	"kvmd/hid/hidtest"
 	"kvmd/hw"
-	"kvmd/otg"
+	"kvmd/subsystem"
 )
 
 // hidEnv is a server whose devices have the real keyboard and mouse
@@ -29,8 +31,9 @@ type hidEnv struct {
 func newHIDEnv(t *testing.T) *hidEnv {
 	t.Helper()
 	h, host := testHID(t)
-	d, _ := testDevices(t)
+	d, b := testDevices(t)
 	d.HID = h
+	d.Subsystems = testSubsystems(atx.Subsystem{C: b.ctl}, nil, subsystem.Of[hid.KeymapsState](hid.KeymapsSubsystem{K: h.Keymaps()}))
 	e := newEnv(t, envOpts{devices: d})
 	return &hidEnv{env: e, host: host, hid: h}
 }
@@ -80,13 +83,13 @@ func newHIDEnvMouseAlt(t *testing.T) *hidEnv {
 // each report, until it is quiet for 200 ms.
 func (e *hidEnv) keys() string {
 	var out []string
-	for _, r := range e.host.ReadAll(otg.Keyboard, 200*time.Millisecond) {
+	for _, r := range e.host.ReadAll(gadget.Keyboard, 200*time.Millisecond) {
 		out = append(out, "["+hidtest.Keys(r)+"]")
 	}
 	return strings.Join(out, " ")
 }
 
-func (e *hidEnv) mouse() string { return e.reports(otg.Mouse) }
+func (e *hidEnv) mouse() string { return e.reports(gadget.Mouse) }
 
 // reports returns the reports function got, in hex, until it is quiet
 // for 200 ms.
@@ -368,7 +371,7 @@ func TestPrintStopsWithTheSession(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("print went on after the session ended")
 	}
-	reports := e.host.ReadAll(otg.Keyboard, 200*time.Millisecond)
+	reports := e.host.ReadAll(gadget.Keyboard, 200*time.Millisecond)
 	if len(reports) == 0 || len(reports) > 30 {
 		t.Fatalf("%d reports: the print did not start, or did not stop", len(reports))
 	}
@@ -404,7 +407,7 @@ func TestHIDLatency(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := e.host.Read(otg.Keyboard, 5*time.Second)
+		r, err := e.host.Read(gadget.Keyboard, 5*time.Second)
 		if err != nil {
 			t.Fatalf("message %d: no report: %v", i, err)
 		}
@@ -442,7 +445,7 @@ func TestHIDMouseOutput(t *testing.T) {
 		}
 	}
 	post("/api/hid/events/send_mouse_relative?delta_x=3&delta_y=-4")
-	if got := e.reports(otg.MouseAlt) + e.mouse(); got != "" {
+	if got := e.reports(gadget.MouseAlt) + e.mouse(); got != "" {
 		t.Errorf("a relative move on usb reached the mice: %s", got)
 	}
 	post("/api/hid/set_params?mouse_output=USB_REL")
@@ -458,7 +461,7 @@ func TestHIDMouseOutput(t *testing.T) {
 	wsSend(t, c, websocket.MessageText, `{"event_type":"mouse_relative","event":{"delta":[{"x":100,"y":0},{"x":100,"y":-1}],"squash":true}}`)
 	wsSend(t, c, websocket.MessageBinary, "\x04\x00\x81\x7f")
 	wsPing(t, c)
-	if got, want := e.reports(otg.MouseAlt), "0003fc0000 0064000000 0064ff0000 00817f0000"; got != want {
+	if got, want := e.reports(gadget.MouseAlt), "0003fc0000 0064000000 0064ff0000 00817f0000"; got != want {
 		t.Errorf("relative moves: %s, want %s", got, want)
 	}
 	for _, o := range []string{"usb_win98", "ps2", "disabled"} {
@@ -471,7 +474,7 @@ func TestHIDMouseOutput(t *testing.T) {
 	if got := state(); got != "[usb usb_rel] usb" {
 		t.Errorf("usb: %s", got)
 	}
-	if got := e.reports(otg.MouseAlt); got != "0000000000" {
+	if got := e.reports(gadget.MouseAlt); got != "0000000000" {
 		t.Errorf("the relative mouse, left: %s, want its buttons released", got)
 	}
 }

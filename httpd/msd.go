@@ -51,13 +51,14 @@ func (s *Server) msdDrive() (MSD, error) {
 // msdError turns package msd's errors into the envelope's.
 func msdError(err error) error {
 	var e *msd.Error
+	var ne *msd.NameError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &e):
 		return &Error{Status: e.Status, Name: e.Name, Msg: e.Msg, Err: e.Err}
-	case errors.Is(err, msd.ErrBadName):
-		return BadParam("image", strings.TrimPrefix(err.Error(), "msd: bad image name: "))
+	case errors.As(err, &ne):
+		return BadParam("image", ne.Why)
 	}
 	return err
 }

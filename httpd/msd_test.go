@@ -19,10 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"kvmd/atx"
 	"kvmd/events"
 	"kvmd/internal/testutil"
 	"kvmd/msd"
 	"kvmd/msd/msdtest"
+	"kvmd/subsystem"
 )
 
 // msdEnv is a server whose /api/msd is a real msd.Manager over a storage
@@ -46,23 +48,19 @@ func newMSDEnv(t *testing.T, o envOpts, stall time.Duration, files map[string]st
 	}
 	drive := &msdtest.Drive{}
 	mlog := &testutil.SyncBuffer{}
-	m, err := msd.New(msd.Config{Dir: dir, Drive: drive, Log: slog.New(slog.NewTextHandler(mlog, nil))})
+	m, err := msd.New(msd.Config{Dir: dir, Drive: drive, Log: slog.New(slog.NewTextHandler(mlog, nil)), PollEvery: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hub := &events.Hub{}
+	sub := subsystem.Of[msd.State](msd.Subsystem{M: m})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { m.Run(ctx, 20*time.Millisecond, func(st msd.State) { hub.Publish("msd", st) }); close(done) }()
+	go func() { subsystem.Watch(ctx, sub, hub); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	o.devices = &Devices{
 		Events: hub, Version: "4.108.1", MSD: m, MSDStall: stall,
-		State: func(typ string) any {
-			if typ == "msd" {
-				return m.State()
-			}
-			return map[string]any{"from": typ}
-		},
+		Subsystems: testSubsystems(atx.Subsystem{}, sub),
 	}
 	return &msdEnv{env: newEnv(t, o), m: m, drive: drive, dir: dir, mlog: mlog}
 }
@@ -573,24 +571,13 @@ func TestMSDParams(t *testing.T) {
 
 // TestMSDDisabled: without a drive, kvmd's disabled MSD.
 func TestMSDDisabled(t *testing.T) {
-	d, _ := testDevices(t)
-	d.State = func(string) any { return msd.Disabled() }
+	d, b := testDevices(t)
+	d.Subsystems = testSubsystems(atx.Subsystem{C: b.ctl}, subsystem.Of[msd.State](msd.Subsystem{}))
 	e := newEnv(t, envOpts{devices: d})
 	if r := e.req("GET", "/api/msd", adminHdr, ""); string(r.body) != `{"ok":true,"result":{"enabled":false,"online":false,"busy":false,"storage":null,"drive":null}}` {
 		t.Errorf("state: %s", r.body)
 	}
 	if r := e.req("POST", "/api/msd/reset", adminHdr, ""); r.status != 400 || r.errName != "MsdDisabledError" {
 		t.Errorf("reset: %d %s", r.status, r.errName)
-	}
-}
-
-// TestRawBodyRoutesInTable: every route that reads its own body is a row
-// of the route table (a stale entry would leave an upload under the
-// 4 KiB limit, or another route without it).
-func TestRawBodyRoutesInTable(t *testing.T) {
-	for _, rb := range rawBodyRoutes {
-		if !slices.ContainsFunc(routeTable, func(r route) bool { return r.method == rb[0] && r.path == rb[1] }) {
-			t.Errorf("%s %s reads its own body but is no row of routeTable", rb[0], rb[1])
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"kvmd/auth"
 	"kvmd/hw"
 	"kvmd/streamer"
+	"kvmd/streamer/streamertest"
 )
 
 // TestRefusalsLoggedAtInfoRateLimited: a viewer asking for a stub that
@@ -87,8 +88,9 @@ func TestStubRefusalsNotErrors(t *testing.T) {
 	d, _ := testDevices(t)
 	noStreamer := newEnv(t, envOpts{devices: d})
 	withStreamer := newStreamerEnv(t, hw.CaptureVivid, 320, 240, gradient, nil)
-	notInstalled := newStreamerEnv(t, hw.CaptureVivid, 320, 240, gradient, nil)
-	notInstalled.l.ProbeErr = streamer.ErrNotInstalled
+	// The launcher is set up before the streamer runs: Run asks it at once.
+	notInstalled := newStreamerEnvWith(t, hw.CaptureVivid, 320, 240, gradient, nil,
+		envOpts{launcher: func(l *streamertest.Launcher) { l.ProbeErr = streamer.ErrNotInstalled }})
 	for _, tc := range []struct {
 		name string
 		e    *env

@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -137,10 +138,24 @@ func TestRoleTable(t *testing.T) {
 	adminViewer := e.mkToken(t, xhdr("admin", "admin-pass"), `{"name":"low","role":"viewer"}`)
 	creds = append(creds, cred{"viewer token of admin", auth.RoleViewer, true, func() map[string]string { return bearer(adminViewer) }})
 
-	routes := e.srv.Routes()
+	// Every route at its /api path, and those served only outside /api at
+	// theirs; the pages are the web UI's tests'. An API row's copy
+	// without /api is checked below.
+	bareOnly := map[string]bool{}
+	for _, rt := range routeTable {
+		if rt.at == bare {
+			bareOnly[rt.method+" "+rt.path] = true
+		}
+	}
+	var routes []RouteInfo
+	for _, rt := range e.srv.Routes() {
+		if !rt.Page && (strings.HasPrefix(rt.Path, "/api/") || bareOnly[rt.Method+" "+rt.Path]) {
+			routes = append(routes, rt)
+		}
+	}
 	for _, rt := range routes {
 		for _, c := range creds {
-			status, name := e.rawReq(t, rt.Method, "/api"+rt.Path, c.hdr(), "")
+			status, name := e.rawReq(t, rt.Method, rt.Path, c.hdr(), "")
 			switch {
 			case rt.Role == auth.RoleNone:
 				if status == 401 || status == 403 || status == 500 {
@@ -162,7 +177,7 @@ func TestRoleTable(t *testing.T) {
 		}
 		// A unix-socket peer is an admin where the route takes peers, no
 		// credential where it does not.
-		status, name := e.rawReqUnix(t, rt.Method, "/api"+rt.Path)
+		status, name := e.rawReqUnix(t, rt.Method, rt.Path)
 		switch {
 		case rt.Role == auth.RoleNone || rt.Peer:
 			if status == 401 || status == 403 || status == 500 {
@@ -172,7 +187,7 @@ func TestRoleTable(t *testing.T) {
 			t.Errorf("%s %s takes no peer; a unix-socket peer got %d %s, want 401", rt.Method, rt.Path, status, name)
 		}
 		// Nobody.
-		status, name = e.rawReq(t, rt.Method, "/api"+rt.Path, nil, "")
+		status, name = e.rawReq(t, rt.Method, rt.Path, nil, "")
 		switch {
 		case rt.Role == auth.RoleNone:
 			if status == 401 || status == 403 {
@@ -181,41 +196,33 @@ func TestRoleTable(t *testing.T) {
 		case status != 401:
 			t.Errorf("%s %s without credentials: %d %s, want 401", rt.Method, rt.Path, status, name)
 		}
-	}
-	// Every row of the table was walked: this env turns on every feature
-	// but open metrics, whose row is walked below.
-	var want []RouteInfo
-	for _, rt := range routeTable {
-		if rt.when == always || allFeatures&rt.when != 0 {
-			want = append(want, rt.info())
-		}
-	}
-	slices.SortFunc(want, compareRoutes)
-	if !slices.Equal(routes, want) {
-		t.Errorf("the server serves %d routes, the table has %d for its Config:\n%v\n%v", len(routes), len(want), routes, want)
-	}
-	// The routes outside /api, at their paths: the same roles.
-	raw := e.srv.RawRoutes()
-	if len(raw) != len(rawRouteTable) {
-		t.Errorf("the server serves %d routes outside /api, the table has %d", len(raw), len(rawRouteTable))
-	}
-	for _, rt := range raw {
-		for _, c := range creds {
-			status, name := e.rawReq(t, rt.Method, rt.Path, c.hdr(), "")
-			allowed := c.role >= rt.Role
-			switch {
-			case allowed && (status == 401 || status == 403 || status == 500):
-				t.Errorf("%s %s needs %s; %s (%s) got %d %s, want its success", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
-			case !allowed && (status != 403 || name != "ForbiddenError"):
-				t.Errorf("%s %s needs %s; %s (%s) got %d %q, want 403 ForbiddenError", rt.Method, rt.Path, rt.Role, c.how, c.role, status, name)
+		// An API row's copy without /api, as PiKVM's nginx sends it: the
+		// same answer to nobody.
+		if bare, ok := strings.CutPrefix(rt.Path, "/api"); ok && slices.ContainsFunc(e.srv.Routes(), func(o RouteInfo) bool { return o.Path == bare && o.Method == rt.Method }) {
+			if s2, n2 := e.rawReq(t, rt.Method, bare, nil, ""); s2 != status || n2 != name {
+				t.Errorf("%s %s without credentials: %d %s, but %d %s at %s", rt.Method, bare, s2, n2, status, name, rt.Path)
 			}
 		}
-		if status, name := e.rawReq(t, rt.Method, rt.Path, nil, ""); status != 401 {
-			t.Errorf("%s %s without credentials: %d %s, want 401", rt.Method, rt.Path, status, name)
+	}
+	// Every row of the table was walked, at each of its paths: this env
+	// turns on every feature but open metrics, whose row is walked below,
+	// and the web UI.
+	var want []RouteInfo
+	for _, rt := range routeTable {
+		if rt.at != page && rt.at != below && rt.when.on(allFeatures) {
+			for _, p := range rt.paths() {
+				want = append(want, RouteInfo{Method: rt.method, Path: p, Role: rt.role, Token: rt.creds&viaToken != 0, Peer: rt.creds&viaPeer != 0})
+			}
 		}
-		if status, _ := e.rawReq(t, rt.Method, "/api"+rt.Path, xhdr("admin", "admin-pass"), ""); rt.Path == "/streamer/stream" && status != 404 {
-			t.Errorf("%s /api%s: %d, want 404: it is no API path", rt.Method, rt.Path, status)
-		}
+	}
+	slices.SortFunc(want, func(a, b RouteInfo) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Method, b.Method))
+	})
+	if got := e.srv.Routes(); !slices.Equal(got, want) {
+		t.Errorf("the server serves %d routes, the table has %d for its Config:\n%v\n%v", len(got), len(want), got, want)
+	}
+	if status, _ := e.rawReq(t, "GET", "/api/streamer/stream", xhdr("admin", "admin-pass"), ""); status != 404 {
+		t.Errorf("GET /api/streamer/stream: %d, want 404: it is no API path", status)
 	}
 	for _, r := range []auth.Role{auth.RoleNone, auth.RoleViewer, auth.RoleOperator, auth.RoleAdmin} {
 		if !slices.ContainsFunc(routes, func(rt RouteInfo) bool { return rt.Role == r }) {
@@ -375,7 +382,10 @@ func TestSessionsAPI(t *testing.T) {
 }
 
 // followUntilEnd opens a log follow with hdr, reads a line, runs end, and
-// checks that the stream then ends within a second.
+// checks that the stream then ends within a second of end's return (the
+// change made: a PATCH of a password hashes it first, which under the race
+// detector on a busy machine took up to 2 s, and is no part of the
+// stream's end).
 func followUntilEnd(t *testing.T, e *env, f *fakeLog, hdr map[string]string, end func()) {
 	t.Helper()
 	before := f.closed.Load()
@@ -390,8 +400,8 @@ func followUntilEnd(t *testing.T, e *env, f *fakeLog, hdr map[string]string, end
 	}
 	done := make(chan struct{})
 	go func() { io.Copy(io.Discard, br); close(done) }()
-	start := time.Now()
 	end()
+	start := time.Now()
 	select {
 	case <-done:
 	case <-time.After(2 * time.Second):

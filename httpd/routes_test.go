@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,15 +26,15 @@ func (s *Server) handle(method, path string, role auth.Role, h HandlerFunc) {
 	if role == auth.RoleNone {
 		c = 0
 	}
-	rt := &route{method, path, role, c, always, func(_ *Server, w http.ResponseWriter, r *http.Request) error { return h(w, r) }}
-	if err := s.add(rt); err != nil {
+	rt := &route{method, path, api, role, c, 0, always, func(_ *Server, w http.ResponseWriter, r *http.Request) error { return h(w, r) }}
+	if err := s.routes.add(rt); err != nil {
 		panic(err)
 	}
 }
 
 // allFeatures is every feature that can be on at once: metrics are either
 // open or not.
-const allFeatures = withTokens | withUsers | withInfo | withMetricsAuth | withDevices | withDiagnostics | withHID
+const allFeatures = fTokens | fUsers | fInfo | fMetricsAuth | fDevices | fDiagnostics | fHID
 
 // TestRouteTableGolden pins who may call what: the role, token and peer
 // permission and the condition of every row of the route table. Lowering a
@@ -57,23 +58,15 @@ func TestRouteTableGolden(t *testing.T) {
 	}
 }
 
-// sortedTable is the route table sorted by path, method and feature, so
-// that reordering the literal changes nothing generated from it.
+// sortedTable is the route table sorted by path, method, where it is
+// served and condition, so that reordering the literal changes nothing
+// generated from it.
 func sortedTable() []route {
 	rows := slices.Clone(routeTable)
 	slices.SortStableFunc(rows, func(a, b route) int {
-		if c := compareRoutes(a.info(), b.info()); c != 0 {
-			return c
-		}
-		return int(a.when) - int(b.when)
+		return cmp.Or(strings.Compare(a.path, b.path), strings.Compare(a.method, b.method), int(a.at)-int(b.at),
+			int(a.when.f)-int(b.when.f), strings.Compare(a.when.sub, b.when.sub))
 	})
-	return rows
-}
-
-// sortedRaw is rawRouteTable sorted as sortedTable sorts.
-func sortedRaw() []route {
-	rows := slices.Clone(rawRouteTable)
-	slices.SortStableFunc(rows, func(a, b route) int { return compareRoutes(a.info(), b.info()) })
 	return rows
 }
 
@@ -94,36 +87,48 @@ func roleName(r auth.Role) string {
 	return r.String()
 }
 
+// bodyName is a row's body column as the golden file and the docs say it.
+func bodyName(rt route) string {
+	switch {
+	case rt.at == ws || rt.at == page || rt.at == below:
+		return "-"
+	case rt.body == rawBody:
+		return "streamed"
+	case rt.body == 0:
+		return "4 KiB"
+	case rt.body%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", rt.body>>20)
+	}
+	return fmt.Sprintf("%d KiB", rt.body>>10)
+}
+
 func goldenRoutes() string {
 	var b strings.Builder
-	b.WriteString(`# The route table of httpd/routes.go: method, path (served with and without
-# /api), least role, whether an API token and a unix-socket peer may call it,
-# and the Config field it exists under. A change here changes who may do
-# what: rewrite with go test ./httpd -run TestRouteTableGolden -update,
-# and review the diff.
+	b.WriteString(`# The route table of httpd/routes.go: method, path, where it is served
+# ("/api /": at /api/PATH and PATH; "/api": at /api/PATH only; "/": at
+# PATH only; "page": a web page at PATH, "page/*": every page below PATH,
+# whose refusals send a browser to the login page; "ws": a kind of
+# message a /api/ws client sends), least role, whether an API token and a
+# unix-socket peer may call it, the largest body ("4 KiB": Config.MaxBody;
+# "streamed": the handler's), and the Config field it exists under. A
+# change here changes who may do what: rewrite with go test ./httpd -run
+# TestRouteTableGolden -update, and review the diff.
 `)
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "METHOD\tPATH\tROLE\tTOKEN\tPEER\tWHEN")
+	fmt.Fprintln(tw, "METHOD\tPATH\tAT\tROLE\tTOKEN\tPEER\tBODY\tWHEN")
 	for _, rt := range sortedTable() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rt.method, rt.path, roleName(rt.role),
-			yesNo(rt, viaToken), yesNo(rt, viaPeer), rt.when)
-	}
-	tw.Flush()
-	b.WriteString("# rawRouteTable: outside /api, at these paths only.\n")
-	tw = tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	for _, rt := range sortedRaw() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rt.method, rt.path, roleName(rt.role),
-			yesNo(rt, viaToken), yesNo(rt, viaPeer), rt.when)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rt.method, rt.path, rt.at, roleName(rt.role),
+			yesNo(rt, viaToken), yesNo(rt, viaPeer), bodyName(rt), rt.when)
 	}
 	tw.Flush()
 	return b.String()
 }
 
 // TestRouteTableDuplicates: the route table has one row per method and
-// path under every Config; New refuses a duplicate, and a row it cannot
-// serve, instead of letting the later one win.
+// served path under every Config; New refuses a duplicate, and a row it
+// cannot serve, instead of letting the later one win.
 func TestRouteTableDuplicates(t *testing.T) {
-	bits := []feature{withTokens, withUsers, withInfo, withMetricsAuth, withMetricsOpen, withDevices, withDiagnostics}
+	bits := []feature{fTokens, fUsers, fInfo, fMetricsAuth, fMetricsOpen, fDevices, fDiagnostics, fHID, fUI}
 	for n := range 1 << len(bits) {
 		var have feature
 		for i, b := range bits {
@@ -131,11 +136,11 @@ func TestRouteTableDuplicates(t *testing.T) {
 				have |= b
 			}
 		}
-		if have&withMetricsAuth != 0 && have&withMetricsOpen != 0 {
+		if have&fMetricsAuth != 0 && have&fMetricsOpen != 0 {
 			continue // Config.features never turns on both
 		}
-		s := &Server{routes: map[string]*pathRoutes{}}
-		if err := s.addRoutes(routeTable, have); err != nil {
+		s := &Server{routes: newRouteSet()}
+		if err := s.addRoutes(routeTable, have, nil); err != nil {
 			t.Errorf("features %#x: %v", uint16(have), err)
 		}
 	}
@@ -146,45 +151,62 @@ func TestRouteTableDuplicates(t *testing.T) {
 	} {
 		var c Config
 		f(&c)
-		if got := c.features(); got&withMetricsAuth != 0 && got&withMetricsOpen != 0 {
+		if got := c.features(); got&fMetricsAuth != 0 && got&fMetricsOpen != 0 {
 			t.Errorf("Config.features turns on both metrics rows: %#x", uint16(got))
 		}
 	}
 
 	h := func(*Server, http.ResponseWriter, *http.Request) error { return nil }
 	dup := []route{
-		{"POST", "/atx/click", auth.RoleOperator, anyCred, always, h},
-		{"POST", "/atx/click", auth.RoleViewer, anyCred, withDevices, h},
+		{"POST", "/atx/click", api, auth.RoleOperator, anyCred, 0, always, h},
+		{"POST", "/atx/click", api, auth.RoleViewer, anyCred, 0, withDevices, h},
 	}
-	s := &Server{routes: map[string]*pathRoutes{}}
-	if err := s.addRoutes(dup, 0); err != nil {
+	s := &Server{routes: newRouteSet()}
+	if err := s.addRoutes(dup, 0, nil); err != nil {
 		t.Errorf("a row whose feature is off: %v", err)
 	}
-	s = &Server{routes: map[string]*pathRoutes{}}
-	if err := s.addRoutes(dup, withDevices); !errors.Is(err, ErrDuplicateRoute) {
+	s = &Server{routes: newRouteSet()}
+	if err := s.addRoutes(dup, fDevices, nil); !errors.Is(err, ErrDuplicateRoute) {
 		t.Errorf("a duplicate: %v, want ErrDuplicateRoute", err)
 	}
+	// A row at PATH only and one at /api/PATH only do not collide; one
+	// at both collides with either.
+	apart := []route{{"GET", "/x", bare, auth.RoleViewer, anyCred, 0, always, h}, {"GET", "/x", apiOnly, auth.RoleViewer, anyCred, 0, always, h}}
+	s = &Server{routes: newRouteSet()}
+	if err := s.addRoutes(apart, 0, nil); err != nil {
+		t.Errorf("rows at /x and /api/x: %v", err)
+	}
+	if err := s.routes.add(&route{"GET", "/x", api, auth.RoleViewer, anyCred, 0, always, h}); !errors.Is(err, ErrDuplicateRoute) {
+		t.Errorf("a row at both beside them: %v, want ErrDuplicateRoute", err)
+	}
 	for _, bad := range []route{
-		{"HEAD", "/x", auth.RoleViewer, anyCred, always, h},
-		{"get", "/x", auth.RoleViewer, anyCred, always, h},
-		{"GET", "x", auth.RoleViewer, anyCred, always, h},
-		{"GET", "/api/x", auth.RoleViewer, anyCred, always, h},
-		{"GET", "/x", auth.RoleAdmin + 1, anyCred, always, h},
-		{"GET", "/x", auth.RoleNone, viaToken, always, h},
-		{"GET", "/x", auth.RoleViewer, anyCred, always, nil},
+		{"HEAD", "/x", api, auth.RoleViewer, anyCred, 0, always, h},
+		{"get", "/x", api, auth.RoleViewer, anyCred, 0, always, h},
+		{"GET", "x", api, auth.RoleViewer, anyCred, 0, always, h},
+		{"GET", "/api/x", api, auth.RoleViewer, anyCred, 0, always, h},
+		{"GET", "/x", api, auth.RoleAdmin + 1, anyCred, 0, always, h},
+		{"GET", "/x", api, auth.RoleNone, viaToken, 0, always, h},
+		{"GET", "/x", api, auth.RoleViewer, anyCred, 0, always, nil},
+		{"GET", "/x", api, auth.RoleViewer, anyCred, -2, always, h},
+		{"GET", "/x", ws + 1, auth.RoleViewer, anyCred, 0, always, h},
+		{"GET", "/x", below, auth.RoleViewer, anyCred, 0, always, h},
+		{"GET", "key", ws, auth.RoleViewer, anyCred, 0, always, h},
+		{"WS", "/ws/key", ws, auth.RoleViewer, anyCred, 0, always, h},
 	} {
-		s := &Server{routes: map[string]*pathRoutes{}}
-		if err := s.addRoutes([]route{bad}, 0); !errors.Is(err, errBadRoute) {
-			t.Errorf("%s %s role %d creds %d: %v, want errBadRoute", bad.method, bad.path, bad.role, bad.creds, err)
+		s := &Server{routes: newRouteSet()}
+		if err := s.addRoutes([]route{bad}, 0, nil); !errors.Is(err, errBadRoute) {
+			t.Errorf("%s %s at %s role %d creds %d: %v, want errBadRoute", bad.method, bad.path, bad.at, bad.role, bad.creds, err)
 		}
 	}
 	// A GET row answers HEAD; a HEAD of its own is a duplicate of it.
-	s = &Server{routes: map[string]*pathRoutes{}}
-	if err := s.addRoutes([]route{{"GET", "/x", auth.RoleViewer, anyCred, always, h}}, 0); err != nil {
+	s = &Server{routes: newRouteSet()}
+	if err := s.addRoutes([]route{{"GET", "/x", api, auth.RoleViewer, anyCred, 0, always, h}}, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if s.routes["/x"].methods["HEAD"] == nil || s.routes["/x"].allow != "GET, HEAD" {
-		t.Errorf("GET row: methods %v allow %q", s.routes["/x"].methods, s.routes["/x"].allow)
+	for _, path := range []string{"/x", "/api/x"} {
+		if p := s.routes.paths[path]; p == nil || p.methods["HEAD"] == nil || p.allow != "GET, HEAD" {
+			t.Errorf("GET row at %s: %+v", path, p)
+		}
 	}
 }
 
@@ -260,26 +282,36 @@ func TestDocsRouteTables(t *testing.T) {
 	}
 }
 
+// docName is how the docs name a row.
+func docName(rt route) string {
+	switch rt.at {
+	case api, apiOnly:
+		return "`" + rt.method + " /api" + rt.path + "`"
+	case ws:
+		return "`" + rt.path + "` messages on `/api/ws`"
+	case below:
+		return "`" + rt.method + " " + rt.path + "*`"
+	}
+	return "`" + rt.method + " " + rt.path + "`"
+}
+
 // docRoleTable is the short table: the endpoints each role is the least
 // role of, and which refuse tokens and peers.
 func docRoleTable() string {
 	byRole := map[auth.Role][]string{}
 	var noToken, noPeer []string
 	for _, rt := range sortedTable() {
-		name := "`" + rt.method + " /api" + rt.path + "`"
+		name := docName(rt)
 		if rt.when == withMetricsAuth || rt.when == withMetricsOpen {
 			name += " (" + featureServe(rt.when) + ")"
 		}
 		byRole[rt.role] = append(byRole[rt.role], name)
 		if rt.role != auth.RoleNone && rt.creds&viaToken == 0 {
-			noToken = append(noToken, "`"+rt.method+" /api"+rt.path+"`")
+			noToken = append(noToken, docName(rt))
 		}
 		if rt.role != auth.RoleNone && rt.creds&viaPeer == 0 {
-			noPeer = append(noPeer, "`"+rt.method+" /api"+rt.path+"`")
+			noPeer = append(noPeer, docName(rt))
 		}
-	}
-	for _, rt := range sortedRaw() {
-		byRole[rt.role] = append(byRole[rt.role], "`"+rt.method+" "+rt.path+"`")
 	}
 	var b strings.Builder
 	b.WriteString("| least role | endpoints |\n|---|---|\n")
@@ -291,26 +323,42 @@ func docRoleTable() string {
 	return b.String()
 }
 
-func featureServe(f feature) string {
+func featureServe(w when) string {
+	if w.sub != "" {
+		return "with the subsystem " + w.sub
+	}
 	for _, n := range features {
-		if n.f == f {
+		if n.f == w.f {
 			return n.serve
 		}
 	}
-	return f.String()
+	return w.String()
+}
+
+// docPath is a row's path cell in the full table.
+func docPath(rt route) string {
+	switch rt.at {
+	case api:
+		return "`/api" + rt.path + "` (and `" + rt.path + "`)"
+	case apiOnly:
+		return "`/api" + rt.path + "`"
+	case bare:
+		return "`" + rt.path + "` (no `/api`)"
+	case page:
+		return "`" + rt.path + "` (a page)"
+	case below:
+		return "`" + rt.path + "*` (pages)"
+	}
+	return "`" + rt.path + "` message on `/api/ws`"
 }
 
 // docRouteTable is the full table: every row.
 func docRouteTable() string {
 	var b strings.Builder
-	b.WriteString("| method | path | least role | API token | unix-socket peer | served |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| method | path | least role | API token | unix-socket peer | body | served |\n|---|---|---|---|---|---|---|\n")
 	for _, rt := range sortedTable() {
-		fmt.Fprintf(&b, "| `%s` | `/api%s` | %s | %s | %s | %s |\n", rt.method, rt.path, roleName(rt.role),
-			yesNo(rt, viaToken), yesNo(rt, viaPeer), featureServe(rt.when))
-	}
-	for _, rt := range sortedRaw() {
-		fmt.Fprintf(&b, "| `%s` | `%s` (no `/api`) | %s | %s | %s | %s |\n", rt.method, rt.path, roleName(rt.role),
-			yesNo(rt, viaToken), yesNo(rt, viaPeer), featureServe(rt.when))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", rt.method, docPath(rt), roleName(rt.role),
+			yesNo(rt, viaToken), yesNo(rt, viaPeer), bodyName(rt), featureServe(rt.when))
 	}
 	return b.String()
 }

@@ -12,13 +12,13 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"kvmd/auth"
 	"kvmd/events"
 	"kvmd/internal/slogtext"
+	"kvmd/subsystem"
 )
 
 // Config is what New needs. Zero durations and sizes take the defaults.
@@ -95,16 +95,20 @@ type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // Server is kvmd's HTTP handler. Create it with New.
 type Server struct {
-	cfg    Config
-	conns  *connTable
-	routes map[string]*pathRoutes
-	// raw are the routes outside /api (rawRouteTable), answered at their
-	// paths only.
-	raw      map[string]*pathRoutes
-	ui       map[string]*uiFile
-	diagBusy chan struct{}
-	refusals refusals
-	done     chan struct{}
+	cfg   Config
+	conns *connTable
+	// routes are the rows of the route table (routes.go) this Server
+	// serves.
+	routes routeSet
+	ui     map[string]*uiFile
+	// pages are the web UI's pages (uiPages) and pageFiles their files,
+	// held here rather than read from the package's variables, which are
+	// made from the route table whose rows name the pages' handlers.
+	pages     map[string]uiPageFile
+	pageFiles map[string]bool
+	diagBusy  chan struct{}
+	refusals  refusals
+	done      chan struct{}
 	// streams shares out the requests that hold a connection for long
 	// (shares.go): WebSockets, log follows, video streams, snapshots,
 	// VNC connections, WebRTC peers.
@@ -155,7 +159,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LogFollowers <= 0 {
 		cfg.LogFollowers = DefaultLogFollowers
 	}
-	s := &Server{cfg: cfg, routes: map[string]*pathRoutes{}, raw: map[string]*pathRoutes{}, done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, routes: newRouteSet(), done: make(chan struct{}), diagBusy: make(chan struct{}, 1)}
 	s.conns = newConnTable(cfg.MaxConns, cfg.MaxConnsPerAddr, s.trustedProxy, cfg.Log)
 	s.streams = newStreams(s.conns.max, cfg.Log)
 	s.bodies = &bodies{max: cfg.MaxBodies}
@@ -178,10 +182,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.refusals = refusals{log: cfg.Log, now: time.Now}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
-	if err := s.addRoutes(routeTable, cfg.features()); err != nil {
-		return nil, err
+	var subs []subsystem.Subsystem
+	if cfg.Devices != nil {
+		subs = cfg.Devices.Subsystems
 	}
-	if err := s.addRawRoutes(rawRouteTable, cfg.features()); err != nil {
+	if err := s.addRoutes(routeTable, cfg.features(), subs); err != nil {
 		return nil, err
 	}
 	if cfg.UI != nil {
@@ -192,7 +197,7 @@ func New(cfg Config) (*Server, error) {
 		for page, err := range skipped {
 			cfg.Log.Warn("web UI page served with its scripts as they are", "page", page, "err", err)
 		}
-		s.ui = ui
+		s.ui, s.pages, s.pageFiles = ui, uiPages, pageFiles
 	}
 	return s, nil
 }
@@ -299,27 +304,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 			err = internalError(fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
 		}
 	}()
-	path := r.URL.Path // then the route table's key
-	var p *pathRoutes
-	if path == "/api" || strings.HasPrefix(path, "/api/") {
-		path = path[len("/api"):]
-		p = s.routes[path]
-	} else if raw := s.raw[path]; raw != nil {
-		p = raw
-	} else if f, public := s.uiRoute(path); f != nil {
-		return s.serveUI(w, r, f, public, &q.id)
-	} else {
-		p = s.routes[path]
-	}
+	p, prefix := s.routes.find(r.URL.Path)
 	if p == nil {
 		return errNotFound
 	}
-	q.routed = true
+	// The access log shows a row's path as it is; a path below a prefix
+	// row is the client's own (logPath).
+	q.routed = !prefix
 	rt := p.methods[r.Method]
 	if rt == nil {
 		return methodNotAllowed(p.allow)
 	}
-	rule := s.bodyRuleOf(p, r.Method, path)
+	if rt.at == page || rt.at == below {
+		return s.servePage(w, r, q, rt)
+	}
+	rule := s.bodyRuleOf(rt)
 	hasBody := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
 	if hasBody && !rule.raw && r.ContentLength > rule.limit {
 		return errTooLarge
@@ -367,6 +366,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *request) (err 
 		defer release()
 		q.body = body
 		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	return rt.handler(s, w, r)
+}
+
+// servePage answers a row of the web UI (page, below): one that needs a
+// session, asked for by a browser without one, sends it to the login page
+// (toLogin) rather than answering an error. A page takes no parameters
+// and no body.
+func (s *Server) servePage(w http.ResponseWriter, r *http.Request, q *request, rt *route) error {
+	if rt.role != auth.RoleNone {
+		who, err := s.authenticate(r, rt.creds&viaPeer != 0)
+		q.id = who
+		if err != nil {
+			return s.toLogin(w, r)
+		}
+		if who.Role < rt.role {
+			return roleError(who.Role, rt.role)
+		}
 	}
 	return rt.handler(s, w, r)
 }

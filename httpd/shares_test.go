@@ -17,6 +17,7 @@ import (
 	"kvmd/hw"
 	"kvmd/journal"
 	"kvmd/journal/journaltest"
+	"kvmd/streamer/streamertest"
 )
 
 // wsStatus attempts a WebSocket with hdr and returns the handshake's
@@ -315,11 +316,11 @@ func held(e *env, k *streamKind, user string) int {
 // viewer's token opened a stream on every connection the daemon had.
 func TestVideoShares(t *testing.T) {
 	// 16 connections: users below admin hold 12 in long requests.
-	e := newStreamerEnvWith(t, hw.CaptureVivid, 320, 240, gradient, nil, envOpts{maxConns: 16, wsPerUser: 16})
-	viewer := bearer(e.mkToken(t, xhdr("viewer", "viewer pass"), `{"name":"v"}`))
 	// The picture is offline: a snapshot waits for a signal until the
 	// streamer's snapshot timeout.
-	e.l.Online = func() bool { return false }
+	e := newStreamerEnvWith(t, hw.CaptureVivid, 320, 240, gradient, nil, envOpts{maxConns: 16, wsPerUser: 16,
+		launcher: func(l *streamertest.Launcher) { l.Online = func() bool { return false } }})
+	viewer := bearer(e.mkToken(t, xhdr("viewer", "viewer pass"), `{"name":"v"}`))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i := range DefaultVideoPerUser {

@@ -87,15 +87,6 @@ func (s *Server) streamer() (Streamer, error) {
 	return nil, errNoStreamer
 }
 
-// streamerState is kvmd's GET /streamer; without a Streamer, the state
-// the devices give.
-func (s *Server) streamerState(w http.ResponseWriter, r *http.Request) error {
-	if st := s.cfg.Devices.Streamer; st != nil {
-		return WriteJSON(w, st.State(r.Context()))
-	}
-	return WriteJSON(w, s.cfg.Devices.State("streamer"))
-}
-
 // streamerSetParams is kvmd's set_params: each parameter given (an empty
 // value is not given) must be one this capture has and valid.
 func (s *Server) streamerSetParams(w http.ResponseWriter, r *http.Request) error {

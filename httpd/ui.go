@@ -11,6 +11,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"kvmd/auth"
 )
 
 // pageCSP is the Content-Security-Policy of the web UI's files and of a
@@ -19,40 +21,43 @@ import (
 // script inline allows those two as well, by hash (inlineAssets).
 var pageCSP = pageCSPFor(nil, nil)
 
-// The web UI's pages: path → file in Config.UI. All but the login page
-// need a session; a browser without one is sent to the login page.
-var uiPages = map[string]struct {
+// uiPages are the web UI's pages, by path, as the route table's page
+// rows have them: the file of each in Config.UI, its path's name with
+// .html (index.html for /), and whether it is public (the login page).
+var uiPages = func() map[string]uiPageFile {
+	m := map[string]uiPageFile{}
+	for _, rt := range routeTable {
+		if rt.at == page && rt.when == withUI && rt.path != "/kvm" && rt.path != "/kvm/" {
+			m[rt.path] = uiPageFile{file: pageFile(rt.path), public: rt.role == auth.RoleNone}
+		}
+	}
+	return m
+}()
+
+type uiPageFile struct {
 	file   string
 	public bool
-}{
-	"/":          {file: "index.html"},
-	"/console":   {file: "console.html"},
-	"/logs":      {file: "logs.html"},
-	"/sessions":  {file: "sessions.html"},
-	"/tokens":    {file: "tokens.html"},
-	"/users":     {file: "users.html"},
-	"/twofactor": {file: "twofactor.html"},
-	"/login":     {file: "login.html", public: true},
 }
 
-// uiAliases are PiKVM's page paths that kvmd's login may redirect to
-// (/kvm, /kvm/: its KVM page): they send the browser to this daemon's
-// console, its KVM page.
-var uiAliases = map[string]string{"/kvm": "/console", "/kvm/": "/console"}
+// pageFile is the file of the page at path.
+func pageFile(path string) string {
+	if path == "/" {
+		return "index.html"
+	}
+	return strings.TrimPrefix(path, "/") + ".html"
+}
 
-// uiStatic is the prefix of the UI's other files (scripts, styles): they
-// hold nothing secret and the login page needs them, so they are public.
+// uiStatic is the prefix of the UI's other files (scripts, styles).
 const uiStatic = "/static/"
 
 // uiFile is one file of the UI, read once at start (they are embedded in
 // the binary and small).
 type uiFile struct {
-	data     []byte
-	etag     string
-	ctype    string
-	csp      string  // the page's own Content-Security-Policy; "": pageCSP
-	redirect string  // set: a 302 there instead
-	gz       *uiGzip // nil: never compressed (too small)
+	data  []byte
+	etag  string
+	ctype string
+	csp   string  // the page's own Content-Security-Policy; "": pageCSP
+	gz    *uiGzip // nil: never compressed (too small)
 }
 
 // loadUI reads every file of fsys, gives each page one script (bundleUI),
@@ -121,26 +126,6 @@ func newUIFile(name string, data []byte) *uiFile {
 	return f
 }
 
-// uiRoute returns the UI file for a request path outside /api, and
-// whether it needs a session; nil when the path is not the UI's.
-func (s *Server) uiRoute(p string) (f *uiFile, public bool) {
-	if s.ui == nil {
-		return nil, false
-	}
-	if pg, ok := uiPages[p]; ok {
-		return s.ui[pg.file], pg.public
-	}
-	if to, ok := uiAliases[p]; ok {
-		return &uiFile{redirect: to}, true
-	}
-	if name, ok := strings.CutPrefix(p, uiStatic); ok {
-		if _, page := pageFiles[name]; !page {
-			return s.ui[name], true
-		}
-	}
-	return nil, false
-}
-
 // pageFiles are served only at their pages' paths, where the session
 // check is, never as static files.
 var pageFiles = func() map[string]bool {
@@ -151,45 +136,78 @@ var pageFiles = func() map[string]bool {
 	return m
 }()
 
-// serveUI answers a request for a UI file: GET and HEAD only; a page that
-// needs a session, asked for without a valid one, redirects to the login
-// page with the path to return to (and expired=1 when the request came
-// with a session cookie that is no longer valid).
-func (s *Server) serveUI(w http.ResponseWriter, r *http.Request, f *uiFile, public bool, id *Identity) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return methodNotAllowed("GET, HEAD")
+// uiPage answers a page row: its file.
+func (s *Server) uiPage(w http.ResponseWriter, r *http.Request) error {
+	pg, ok := s.pages[r.URL.Path]
+	if !ok || s.ui[pg.file] == nil {
+		return errNotFound
 	}
-	h := w.Header()
-	if f.csp != "" {
+	s.serveUIFile(w, r, s.ui[pg.file], pg.public)
+	return nil
+}
+
+// uiStatic answers a path below /static/: a file of the UI but a page's.
+func (s *Server) uiStatic(w http.ResponseWriter, r *http.Request) error {
+	name := strings.TrimPrefix(r.URL.Path, uiStatic)
+	f := s.ui[name]
+	if f == nil || s.pageFiles[name] {
+		return errNotFound
+	}
+	s.serveUIFile(w, r, f, true)
+	return nil
+}
+
+// redirectTo answers a page row with a redirect to path: PiKVM's page
+// paths that kvmd's login may redirect to (/kvm, /kvm/: its KVM page)
+// send the browser to this daemon's console.
+func redirectTo(path string) routeHandler {
+	return func(s *Server, w http.ResponseWriter, r *http.Request) error {
+		h := w.Header()
+		h.Set("Content-Security-Policy", pageCSP)
+		h.Set("Location", path)
+		w.WriteHeader(http.StatusFound)
+		return nil
+	}
+}
+
+// setCSP sets the Content-Security-Policy of f.
+func setCSP(h http.Header, f *uiFile) {
+	if f != nil && f.csp != "" {
 		h.Set("Content-Security-Policy", f.csp)
 	} else {
 		h.Set("Content-Security-Policy", pageCSP)
 	}
-	if f.redirect != "" {
-		h.Set("Location", f.redirect)
-		w.WriteHeader(http.StatusFound)
-		return nil
+}
+
+// toLogin sends a browser that asked for a page without a valid session
+// to the login page, with the path to return to (and expired=1 when the
+// request came with a session cookie that is no longer valid).
+func (s *Server) toLogin(w http.ResponseWriter, r *http.Request) error {
+	h := w.Header()
+	var f *uiFile
+	if pg, ok := s.pages[r.URL.Path]; ok {
+		f = s.ui[pg.file]
 	}
-	if !public {
-		who, err := s.authenticate(r, true)
-		*id = who
-		if err != nil {
-			q := url.Values{"next": {r.URL.RequestURI()}}
-			if _, present, _ := sessionToken(r); present {
-				q.Set("expired", "1")
-			}
-			h.Set("Location", "/login?"+q.Encode())
-			w.WriteHeader(http.StatusFound)
-			return nil
-		}
+	setCSP(h, f)
+	q := url.Values{"next": {r.URL.RequestURI()}}
+	if _, present, _ := sessionToken(r); present {
+		q.Set("expired", "1")
 	}
+	h.Set("Location", "/login?"+q.Encode())
+	w.WriteHeader(http.StatusFound)
+	return nil
+}
+
+// serveUIFile answers with a UI file (GET and HEAD: its row's methods);
+// public files may be revalidated rather than fetched again.
+func (s *Server) serveUIFile(w http.ResponseWriter, r *http.Request, f *uiFile, public bool) {
+	h := w.Header()
+	setCSP(h, f)
 	body, etag := uiBody(h, r, f)
 	if public {
-		// Public files may be revalidated rather than fetched again.
 		h.Set("Cache-Control", "no-cache")
 		h.Set("ETag", etag)
 	}
 	h.Set("Content-Type", f.ctype)
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
-	return nil
 }

@@ -94,7 +94,7 @@ func bundleUI(files map[string]*uiFile) map[string]error {
 	modules := map[string]*uiModule{} // common.js is in every page's bundle: read once
 	for _, pg := range uiPages {
 		f := files[pg.file]
-		if f == nil || f.redirect != "" {
+		if f == nil {
 			continue
 		}
 		page, bundle, err := bundlePage(string(f.data), files, modules)

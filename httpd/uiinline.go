@@ -40,7 +40,7 @@ func inlineAssets(files map[string]*uiFile) {
 	kept := map[string]bool{}    // bundles still linked by a page
 	for _, pg := range uiPages {
 		f := files[pg.file]
-		if f == nil || f.redirect != "" {
+		if f == nil {
 			continue
 		}
 		type part struct {
@@ -58,7 +58,7 @@ func inlineAssets(files map[string]*uiFile) {
 			}
 			name := string(f.data[m[g]:m[g+1]])
 			a := files[name]
-			if a == nil || a.redirect != "" || hasRawTextEnd(a.data) {
+			if a == nil || hasRawTextEnd(a.data) {
 				if p.script {
 					kept[name] = true
 				}

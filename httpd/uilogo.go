@@ -32,7 +32,7 @@ func inlineLogo(files map[string]*uiFile) {
 	}
 	for _, pg := range uiPages {
 		p := files[pg.file]
-		if p == nil || p.redirect != "" || !logoImgRe.Match(p.data) {
+		if p == nil || !logoImgRe.Match(p.data) {
 			continue
 		}
 		// A function, not a template: a "$" in the file is no group reference.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"kvmd/auth"
 	"kvmd/events"
 	"kvmd/hid"
 )
@@ -76,9 +75,13 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 
+	// kvmd's greeting (server.py, __ws_handler): "loop", then each
+	// subsystem's state, in the order of its list.
 	initial := [][]byte{mustEncode("loop", loopEvent(d.Version))}
-	for _, typ := range wsGreeting {
-		initial = append(initial, s.greeting(typ)...)
+	for _, sub := range d.Subsystems {
+		for _, ev := range sub.Greeting(ctx) {
+			initial = append(initial, mustEncode(sub.Name(), ev))
+		}
 	}
 	for _, b := range initial {
 		if err := send(b, websocket.MessageText); err != nil {
@@ -93,7 +96,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 	defer rcancel()
 	readErr := make(chan error, 1)
 	id := IdentityFrom(ctx)
-	in := wsInput{hid: d.HID, operator: id.Role >= auth.RoleOperator, revoked: func() bool {
+	in := wsInput{hid: d.HID, revoked: func() bool {
 		// The identity's own context first: it ends at the change itself
 		// (the request's follows it a moment later).
 		return id.done != nil && id.done.Err() != nil || ctx.Err() != nil
@@ -108,29 +111,44 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 				readErr <- err
 				return
 			}
+			// The message's kind, and its row of the route table: a kind
+			// without one is ignored, as kvmd ignores an event type it
+			// has no handler for; one the client's role is below is
+			// dropped.
+			var kind string
+			var event json.RawMessage
 			switch typ {
 			case websocket.MessageBinary:
 				if len(msg) >= 1 && msg[0] == 0 {
-					if err := send([]byte{255}, websocket.MessageBinary); err != nil {
-						readErr <- err
-						return
-					}
-				} else if hid.IsInputBinary(msg) {
-					in.binary(msg)
+					kind = "ping"
+				} else {
+					kind, _ = hid.BinaryEventType(msg)
 				}
 			case websocket.MessageText:
-				et, ev, ok := parseWSEvent(msg)
-				switch {
-				case !ok:
+				var ok bool
+				if kind, event, ok = parseWSEvent(msg); !ok {
 					in.drop(hid.DropMalformed)
-				case et == "ping":
-					if err := send([]byte(`{"event_type":"pong","event":{}}`), websocket.MessageText); err != nil {
-						readErr <- err
-						return
-					}
-				case hid.IsInputEvent(et):
-					in.text(et, ev)
+					continue
 				}
+			}
+			rt := s.routes.wsKinds[kind]
+			switch {
+			case rt == nil:
+			case id.Role < rt.role:
+				in.drop(hid.DropForbidden)
+			case kind == "ping":
+				pong := []byte(`{"event_type":"pong","event":{}}`)
+				if typ == websocket.MessageBinary {
+					pong = []byte{255}
+				}
+				if err := send(pong, typ); err != nil {
+					readErr <- err
+					return
+				}
+			case typ == websocket.MessageBinary:
+				in.binary(msg)
+			default:
+				in.text(kind, event)
 			}
 		}
 	}()
@@ -157,43 +175,6 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-}
-
-// greeting returns the events of typ a new WebSocket client is sent
-// (wsGreeting): the subsystem's state now.
-func (s *Server) greeting(typ string) [][]byte {
-	switch typ {
-	case "atx":
-		return [][]byte{mustEncode(typ, s.atxCurrent())}
-	case "streamer":
-		if st := s.cfg.Devices.Streamer; st != nil {
-			return [][]byte{mustEncode(typ, st.Current())}
-		}
-	case "hid_keymaps":
-		if h := s.cfg.Devices.HID; h != nil {
-			return [][]byte{mustEncode(typ, keymapsState(h.Keymaps()))}
-		}
-		return nil
-	case "clients":
-		// kvmd's count of the WebSocket clients that asked for the stream.
-		n := 0
-		if st := s.cfg.Devices.Streamer; st != nil {
-			n = st.Viewers()
-		}
-		return [][]byte{mustEncode(typ, map[string]int{"count": n})}
-	case "info":
-		if s.cfg.Info == nil {
-			return nil
-		}
-		var evs [][]byte
-		for _, f := range infoEventFields {
-			// {"<field>": state}, as /api/info?fields=<field>&legacy=0
-			// has it.
-			evs = append(evs, mustEncode(typ, json.RawMessage(s.cfg.Info.Result([]string{f}, false))))
-		}
-		return evs
-	}
-	return [][]byte{mustEncode(typ, s.cfg.Devices.State(typ))}
 }
 
 // checkHandshake refuses, in the JSON envelope, what websocket.Accept
@@ -259,20 +240,20 @@ func parseWSEvent(msg []byte) (eventType string, event json.RawMessage, ok bool)
 	return *m.Type, ev, true
 }
 
-// wsInput is one WebSocket client's keyboard and mouse input: an
-// operator's reaches the HID, a viewer's is dropped, as is a malformed
-// message (the socket stays open, as kvmd's does); drops are counted.
+// wsInput is one WebSocket client's keyboard and mouse input, of the
+// kinds its role may send (the route table's WS rows): it reaches the
+// HID; a malformed message is dropped (the socket stays open, as kvmd's
+// does); drops are counted.
 // Once the identity that opened the socket is revoked (its session or
 // token ended, its user removed or given another role: revoked), nothing
 // more reaches the HID, from that moment and not only once the socket has
 // closed.
 type wsInput struct {
-	hid      HID
-	operator bool
-	revoked  func() bool
-	mu       sync.Mutex // the reader applies, the handler leaves
-	sent     bool
-	left     bool
+	hid     HID
+	revoked func() bool
+	mu      sync.Mutex // the reader applies, the handler leaves
+	sent    bool
+	left    bool
 }
 
 func (in *wsInput) drop(r hid.DropReason) {
@@ -284,7 +265,7 @@ func (in *wsInput) drop(r hid.DropReason) {
 func (in *wsInput) apply(ev hid.Event, err error) {
 	switch {
 	case in.hid == nil:
-	case !in.operator || in.revoked != nil && in.revoked():
+	case in.revoked != nil && in.revoked():
 		in.drop(hid.DropForbidden)
 	case err != nil:
 		in.drop(hid.DropMalformed)

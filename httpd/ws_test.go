@@ -16,6 +16,8 @@ import (
 
 	"kvmd/atx"
 	"kvmd/events"
+	"kvmd/streamer"
+	"kvmd/subsystem"
 )
 
 // atxBoard is an ATX board on gpiotest pins.
@@ -31,18 +33,20 @@ func newATXBoard(t *testing.T, hub *events.Hub) *atxBoard {
 		powerSw: &gpiotest.Pin{N: "GPIO23"}, resetSw: &gpiotest.Pin{N: "GPIO27"},
 	}
 	ctl, err := atx.New(atx.Config{
-		Pins:     &atx.Pins{PowerLED: b.powerLED, HDDLED: b.hddLED, PowerSwitch: b.powerSw, ResetSwitch: b.resetSw},
-		OnChange: func(st atx.State) { hub.Publish("atx", st) },
+		Pins: &atx.Pins{PowerLED: b.powerLED, HDDLED: b.hddLED, PowerSwitch: b.powerSw, ResetSwitch: b.resetSw},
 		// Short enough for a test to wait out.
 		AfterRelease: 50 * time.Millisecond, LongClickDelay: 50 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As the daemon runs them: the board, and its subsystem's watcher
+	// publishing on hub.
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { ctl.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var wg sync.WaitGroup
+	wg.Go(func() { ctl.Run(ctx) })
+	wg.Go(func() { subsystem.Watch(ctx, subsystem.Of[atx.State](atx.Subsystem{C: ctl}), hub) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	b.ctl = ctl
 	return b
 }
@@ -60,12 +64,37 @@ func testDevices(t *testing.T) (*Devices, *atxBoard) {
 	b := newATXBoard(t, hub)
 	return &Devices{
 		Events: hub, ATX: b.ctl, Version: "4.108.1",
-		State: func(typ string) any {
-			return map[string]any{"from": typ}
-		},
-		Channels: func(name string) bool { return name == "v3_usb_breaker" },
+		Subsystems: testSubsystems(atx.Subsystem{C: b.ctl}, nil),
+		GPIO:       oneChannel("v3_usb_breaker"),
 	}, b
 }
+
+// testSubsystems are the subsystems of the greeting, in kvmd's order:
+// the ATX board a, the "msd" subsystem msd (nil: a fake), then extra
+// (info, hid_keymaps) before the streamer's clients (none); the others
+// fakes whose state is {"from": name}.
+func testSubsystems(a atx.Subsystem, msdSub subsystem.Subsystem, extra ...subsystem.Subsystem) []subsystem.Subsystem {
+	if msdSub == nil {
+		msdSub = fakeSubsystem("msd")
+	}
+	subs := []subsystem.Subsystem{fakeSubsystem("gpio"), fakeSubsystem("hid"), subsystem.Of[atx.State](a), msdSub, fakeSubsystem("streamer")}
+	subs = append(subs, extra...)
+	return append(subs, subsystem.Of[streamer.Clients](streamer.ClientsSubsystem{}))
+}
+
+// fake is a subsystem whose state is {"from": its name}, never changing.
+type fake string
+
+func (f fake) Name() string                                      { return string(f) }
+func (f fake) State(context.Context) map[string]any              { return map[string]any{"from": string(f)} }
+func (f fake) Watch(ctx context.Context, _ func(map[string]any)) { <-ctx.Done() }
+
+func fakeSubsystem(name string) subsystem.Subsystem { return subsystem.Of[map[string]any](fake(name)) }
+
+// oneChannel is a board with one GPIO channel.
+type oneChannel string
+
+func (c oneChannel) HasChannel(name string) bool { return name == string(c) }
 
 // wsGreetingLen is the count of events a new WebSocket client is sent first:
 // loop, the five subsystems' states, then clients (kvmd's server.py).
@@ -386,7 +415,7 @@ func TestATXEndpoints(t *testing.T) {
 
 	// A board without ATX wiring answers as kvmd's disabled ATX.
 	d2, _ := testDevices(t)
-	d2.ATX = nil
+	d2.ATX, d2.Subsystems = nil, testSubsystems(atx.Subsystem{}, nil)
 	e2 := newEnv(t, envOpts{devices: d2})
 	r = e2.req("GET", "/api/atx", admin, "")
 	if r.status != 200 || !strings.Contains(string(r.body), `{"enabled":false,"busy":false,"acts":{"power":false,"reset":false},"leds":{"power":false,"hdd":false}}`) {

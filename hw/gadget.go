@@ -2,15 +2,11 @@ package hw
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"strconv"
 	"strings"
-)
 
-const (
-	gadgetDir = "sys/kernel/config/usb_gadget"
-	udcDir    = "sys/class/udc"
+	"kvmd/gadget"
 )
 
 // USB is the state of the USB gadget that makes this machine the host's
@@ -91,17 +87,17 @@ type Function struct {
 // (sys/class/udc is empty or absent: the dwc2 overlay is not loaded, or
 // the board has none) or the gadget (configfs has none, or none is bound).
 func (f FS) USB() (USB, error) {
-	udcs, err := f.Glob(udcDir + "/*")
+	udcs, err := f.Glob(gadget.UDCDir + "/*")
 	if err != nil {
 		return USB{}, err
 	}
 	var u USB
 	var chosen string
 	var unbound []string
-	_, err = os.Stat(f.Path(gadgetDir))
+	_, err = f.Stat(gadget.ConfigfsDir)
 	switch {
 	case err == nil:
-		dirs, err := f.Glob(gadgetDir + "/*")
+		dirs, err := f.Glob(gadget.ConfigfsDir + "/*")
 		if err != nil {
 			return USB{}, err
 		}
@@ -133,7 +129,7 @@ func (f FS) USB() (USB, error) {
 	}
 
 	if u.UDC != nil {
-		state, err := f.ReadString(udcDir + "/" + *u.UDC + "/state")
+		state, err := f.ReadString(gadget.UDCDir + "/" + *u.UDC + "/state")
 		switch {
 		case err == nil:
 			u.State = &state
@@ -231,7 +227,7 @@ func (f FS) readGadget(dir string) (Gadget, error) {
 	for _, l := range links {
 		// Only a configuration's function links are symlinks; its
 		// attributes and strings directory fail to read as one.
-		if t, err := f.Readlink(l); err == nil {
+		if t, err := f.LinkName(l); err == nil {
 			enabled[t] = true
 		}
 	}

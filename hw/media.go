@@ -65,7 +65,7 @@ func (f FS) SubDevices() ([]SubDevice, error) {
 		if sd.Dev, err = f.readOptional(d + "/dev"); err != nil {
 			return nil, err
 		}
-		if drv, err := f.Readlink(d + "/device/driver"); err == nil {
+		if drv, err := f.LinkName(d + "/device/driver"); err == nil {
 			sd.Driver = drv
 		} else if !Absent(err) {
 			return nil, err

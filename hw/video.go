@@ -113,7 +113,7 @@ func (f FS) VideoDevices() ([]VideoDevice, error) {
 		if dev.Dev, err = f.readOptional(d + "/dev"); err != nil {
 			return nil, err
 		}
-		if drv, err := f.Readlink(d + "/device/driver"); err == nil {
+		if drv, err := f.LinkName(d + "/device/driver"); err == nil {
 			dev.Driver = drv
 		} else if !Absent(err) {
 			return nil, err

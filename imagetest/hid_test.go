@@ -69,19 +69,31 @@ func (s *system) startWatch(t *testing.T, name string, devs ...string) *watcher 
 // to keep the serial shell's output short.
 func (w *watcher) events(t *testing.T, d time.Duration, done func([]inputEvent) bool) []inputEvent {
 	t.Helper()
-	var evs []inputEvent
+	evs, dropped := w.eventsOrDropped(t, d, done)
+	if dropped != "" {
+		t.Errorf("kvmd-input watch: the kernel dropped events of device %s (its reader fell behind): the events read are incomplete", dropped)
+	}
+	return evs
+}
+
+// eventsOrDropped is events, saying which device's events the kernel
+// dropped (SYN_DROPPED: the reader fell behind), if any, rather than
+// failing: what was read is then incomplete through the observer's fault,
+// not the daemon's.
+func (w *watcher) eventsOrDropped(t *testing.T, d time.Duration, done func([]inputEvent) bool) (evs []inputEvent, dropped string) {
+	t.Helper()
 	upTo := w.seen
 	waitFor(context.Background(), d, 200*time.Millisecond, func() bool {
 		out := w.s.m.shell.must(t, fmt.Sprintf(`n=$(wc -l <%s); echo "lines $n"; sed -n "%d,${n}p" %s | grep -v '^[0-9]* [0-9.]* 4 4 ' || true`,
 			w.log, w.seen+1, w.log))
-		evs = nil
+		evs, dropped = nil, ""
 		for _, l := range strings.Split(out, "\n") {
 			f := strings.Fields(l)
 			if len(f) == 2 && f[0] == "lines" {
 				upTo, _ = strconv.Atoi(f[1])
 			}
 			if len(f) == 2 && f[1] == "dropped" {
-				t.Errorf("kvmd-input watch: the kernel dropped events of device %s (its reader fell behind): the events read are incomplete", f[0])
+				dropped = f[0]
 			}
 			if len(f) != 5 {
 				continue
@@ -97,7 +109,7 @@ func (w *watcher) events(t *testing.T, d time.Duration, done func([]inputEvent) 
 		return done(evs)
 	})
 	w.seen = upTo
-	return evs
+	return evs, dropped
 }
 
 // quiet is a done for events: nothing new for a while.
@@ -376,11 +388,29 @@ func (s *system) testHID(t *testing.T, fig *figures) {
 	// own event times, first press to last release.
 	rate := func(q string, chars int) float64 {
 		text := strings.Repeat("abcdefghijklmnopqrstuvwxyz", chars/26+1)[:chars]
-		if st, body := s.post(t, "/api/hid/print?"+q, text); st != 200 {
-			t.Fatalf("print %s: %d %s", q, st, body)
+		var evs []inputEvent
+		// A print the guest's reader could not keep up with (on a busy
+		// host the emulated CPUs run unevenly, and the reader's
+		// real-time priority in the guest does not help when its CPU
+		// is not scheduled on the host) is printed again, at most
+		// twice: the kernel says when it dropped events, so a wrong or
+		// missing character with no drop still fails at once.
+		for try := 1; ; try++ {
+			if st, body := s.post(t, "/api/hid/print?"+q, text); st != 200 {
+				t.Fatalf("print %s: %d %s", q, st, body)
+			}
+			n := 0
+			all, dropped := w.eventsOrDropped(t, 60*time.Second, quiet(&n))
+			evs = keyEvents(all)
+			if dropped == "" {
+				break
+			}
+			if try == 3 {
+				t.Errorf("kvmd-input watch: the kernel dropped events of device %s in each of %d prints (its reader fell behind): the events read are incomplete", dropped, try)
+				break
+			}
+			t.Logf("print %s, try %d: the guest's reader fell behind (SYN_DROPPED); printing again", q, try)
 		}
-		n := 0
-		evs := keyEvents(w.events(t, 60*time.Second, quiet(&n)))
 		if got := typed(evs, usLayout); got != text {
 			t.Errorf("print %s typed %d characters, want %d:\n%q\n%s", q, len([]rune(got)), chars, got, tail(describeTimed(evs), 3000))
 		}

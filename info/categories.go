@@ -1,6 +1,7 @@
 package info
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -57,11 +58,13 @@ type kernel struct {
 func (s *Source) system() (full, bare []byte) {
 	k, err := s.cfg.FS.Kernel()
 	s.report("kernel", err)
-	st := streamer{Features: map[string]bool{}}
+	st := streamerState{Features: map[string]bool{}}
 	if s.cfg.Streamer != nil {
-		st.App, st.Version, st.Features = s.cfg.Streamer()
-		if st.Features == nil {
-			st.Features = map[string]bool{}
+		if version, features, err := s.cfg.Streamer.Program(context.Background()); err == nil {
+			st.App, st.Version = s.cfg.StreamerApp, version
+			if features != nil {
+				st.Features = features
+			}
 		}
 	}
 	sys := map[string]any{
@@ -74,11 +77,18 @@ func (s *Source) system() (full, bare []byte) {
 	return mustJSON(sys), bare
 }
 
-// streamer is kvmd's system.streamer: the streamer's program name, its
-// --version and its --features as name → enabled. kvmd always answers the
-// object, with empty values when it cannot ask the streamer, and typed
+// StreamerProgram asks the video streamer's program what it is: its
+// --version and --features (streamer.Prober), or an error when it cannot
+// be asked (not installed).
+type StreamerProgram interface {
+	Program(ctx context.Context) (version string, features map[string]bool, err error)
+}
+
+// streamerState is kvmd's system.streamer: the streamer's program name,
+// its --version and its --features as name → enabled. kvmd always answers
+// the object, with empty values when it cannot ask the streamer, and typed
 // clients reject null.
-type streamer struct {
+type streamerState struct {
 	App      string          `json:"app"`
 	Version  string          `json:"version"`
 	Features map[string]bool `json:"features"`

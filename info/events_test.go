@@ -14,6 +14,16 @@ import (
 	"kvmd/hw/v4l2test"
 )
 
+// listeners is one listener while on.
+type listeners struct{ on *atomic.Bool }
+
+func (l listeners) Len() int {
+	if l.on.Load() {
+		return 1
+	}
+	return 0
+}
+
 // TestWatch: uptime every tick, health and node only when they change,
 // each as {"<field>": state}; nothing while nobody listens.
 func TestWatch(t *testing.T) {
@@ -27,11 +37,10 @@ func TestWatch(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Watch(ctx, 20*time.Millisecond, listening.Load, func(typ string, ev any) {
-			b, _ := json.Marshal(ev)
+		Subsystem{S: s, Listeners: listeners{&listening}, Every: 20 * time.Millisecond}.Watch(ctx, func(ev json.RawMessage) {
 			var m map[string]json.RawMessage
-			if typ != "info" || json.Unmarshal(b, &m) != nil || len(m) != 1 {
-				t.Errorf("event %s %s, want info with one field", typ, b)
+			if json.Unmarshal(ev, &m) != nil || len(m) != 1 {
+				t.Errorf("event %s, want one field", ev)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -75,5 +84,24 @@ func TestWatch(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if e := events(); e != "" {
 		t.Errorf("events %q while nobody listens", e)
+	}
+}
+
+// TestGreeting: a new client hears one event per sub-manager, in kvmd's
+// order, each {"<field>": state}.
+func TestGreeting(t *testing.T) {
+	s := New(Config{FS: hw.New(unpack(t, "rpi4")), V4L2: &v4l2test.Fake{}})
+	var got []string
+	for _, ev := range (Subsystem{S: s}).Greeting(context.Background()) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(ev, &m) != nil || len(m) != 1 {
+			t.Fatalf("event %s, want one field", ev)
+		}
+		for f := range m {
+			got = append(got, f)
+		}
+	}
+	if want := "system auth meta extras health uptime node fan"; strings.Join(got, " ") != want {
+		t.Errorf("greeting %q, want %q", strings.Join(got, " "), want)
 	}
 }

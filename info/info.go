@@ -39,10 +39,13 @@ type Config struct {
 	// TwoFactor tells whether 2FA is on, for the auth category.
 	TwoFactor func() bool
 	Log       *slog.Logger
-	// Streamer, when set, tells the video streamer's program: its name,
-	// --version and --features (kvmd's system.streamer), asked once, at
-	// the first request for the system category. Nil: empty values.
-	Streamer func() (app, version string, features map[string]bool)
+	// Streamer, when set, is asked what the video streamer's program is
+	// (its --version and --features, kvmd's system.streamer), once, at the
+	// first request for the system category; StreamerApp is the
+	// program's name. Nil, or a program that cannot be asked (not
+	// installed): empty values.
+	Streamer    StreamerProgram
+	StreamerApp string
 	// TTL bounds the age of changing values (default 1 s).
 	TTL time.Duration
 	Now func() time.Time
@@ -162,6 +165,11 @@ func (s *Source) Hardware() Hardware {
 		Health: s.health.value(), GPIO: s.gpio.value(), USB: s.usb.value(), Video: s.video.value(), Uptime: s.uptime.value(),
 	}
 }
+
+// Video returns the capture's reading from the video category's cache
+// (nil without a capture device), as Hardware has it: the streamer's
+// truth for the signal (streamer.Machine).
+func (s *Source) Video() *hw.Video { return s.video.value() }
 
 // result is an answer of Result, made at generation gen.
 type result struct {

@@ -147,7 +147,7 @@ func (s *Source) unitState(daemon string) (enabled, started bool) {
 	if wants, _ := s.cfg.FS.Glob("etc/systemd/system/*.wants/" + unit); len(wants) > 0 {
 		enabled = true
 	}
-	if _, err := os.Lstat(s.cfg.FS.Path("run/systemd/units/invocation:" + unit)); err == nil {
+	if _, err := s.cfg.FS.Lstat("run/systemd/units/invocation:" + unit); err == nil {
 		started = true
 	}
 	return enabled, started

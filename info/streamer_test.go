@@ -1,7 +1,9 @@
 package info
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"kvmd/hw"
@@ -31,12 +33,8 @@ func TestStreamerShape(t *testing.T) {
 // TestStreamerProgram: with a streamer program, system.streamer says what
 // it is, as kvmd asks ustreamer --version and --features; it is asked once.
 func TestStreamerProgram(t *testing.T) {
-	asked := 0
-	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{},
-		Streamer: func() (string, string, map[string]bool) {
-			asked++
-			return "ustreamer", "4.9", map[string]bool{"WITH_OMX": false, "HAS_PDEATHSIG": true}
-		}})
+	p := &prober{version: "4.9", features: map[string]bool{"WITH_OMX": false, "HAS_PDEATHSIG": true}}
+	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{}, Streamer: p, StreamerApp: "ustreamer"})
 	for range 2 {
 		res := decode(t, s.Result([]string{"system"}, false))
 		got, _ := json.Marshal(get(res, "system", "streamer"))
@@ -44,7 +42,32 @@ func TestStreamerProgram(t *testing.T) {
 			t.Errorf("system.streamer = %s, want %s", got, want)
 		}
 	}
-	if asked != 1 {
-		t.Errorf("the program was asked %d times, want once", asked)
+	if p.asked != 1 {
+		t.Errorf("the program was asked %d times, want once", p.asked)
 	}
+}
+
+// TestStreamerNotInstalled: a program that cannot be asked gives the
+// empty values, not its name.
+func TestStreamerNotInstalled(t *testing.T) {
+	p := &prober{err: errors.New("streamer: ustreamer is not installed")}
+	s := New(Config{FS: hw.New(unpack(t, "rpi4")), Version: "test", V4L2: &v4l2test.Fake{}, Streamer: p, StreamerApp: "ustreamer"})
+	got, _ := json.Marshal(get(decode(t, s.Result([]string{"system"}, false)), "system", "streamer"))
+	if want := `{"app":"","features":{},"version":""}`; string(got) != want {
+		t.Errorf("system.streamer = %s, want %s", got, want)
+	}
+}
+
+// prober is a streamer program that answers its version and features, or
+// err, and counts.
+type prober struct {
+	version  string
+	features map[string]bool
+	err      error
+	asked    int
+}
+
+func (f *prober) Program(context.Context) (string, map[string]bool, error) {
+	f.asked++
+	return f.version, f.features, f.err
 }

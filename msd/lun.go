@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
 
+	"kvmd/gadget"
 	"kvmd/hw"
-	"kvmd/otg"
 )
 
 // Drive is the gadget's mass-storage LUN. LUN is the kernel's; package
@@ -39,7 +38,7 @@ type LUNState struct {
 }
 
 // LUN is the LUN of the gadget's mass-storage function in configfs
-// (otg.LUNDir), read and written under FS's root.
+// (gadget.LUNDir), read and written under FS's root.
 type LUN struct {
 	FS hw.FS
 }
@@ -47,11 +46,10 @@ type LUN struct {
 // Present reports whether lun.0 exists and c.1 links the function, as
 // kvmd's Drive.is_enabled (otg/drive.py) does.
 func (l LUN) Present() bool {
-	link := path.Join(otg.GadgetDir, "configs", otg.Config, otg.MassStorage)
-	if _, err := os.Lstat(l.FS.Path(link)); err != nil {
+	if _, err := l.FS.Lstat(gadget.ConfigLink(gadget.MassStorage)); err != nil {
 		return false
 	}
-	fi, err := os.Stat(l.FS.Path(otg.LUNDir()))
+	fi, err := l.FS.Stat(gadget.LUNDir())
 	return err == nil && fi.IsDir()
 }
 
@@ -70,7 +68,7 @@ func (l LUN) Get() (LUNState, error) {
 }
 
 func (l LUN) read(attr string) (string, error) {
-	b, err := l.FS.ReadFile(path.Join(otg.LUNDir(), attr))
+	b, err := l.FS.ReadFile(path.Join(gadget.LUNDir(), attr))
 	if err != nil {
 		return "", fmt.Errorf("msd: reading the LUN's %s: %w", attr, err)
 	}
@@ -94,16 +92,7 @@ func (l LUN) readBool(attr string) (bool, error) {
 // write writes one attribute in a single write(2), as configfs takes it.
 // The attribute must exist: in a fixture tree nothing is created.
 func (l LUN) write(attr, value string) error {
-	p := l.FS.Path(path.Join(otg.LUNDir(), attr))
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return fmt.Errorf("msd: writing the LUN's %s: %w", attr, err)
-	}
-	_, err = f.Write([]byte(value + "\n"))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := l.FS.WriteAttr(path.Join(gadget.LUNDir(), attr), []byte(value+"\n")); err != nil {
 		return fmt.Errorf("msd: writing the LUN's %s: %w", attr, err)
 	}
 	return nil

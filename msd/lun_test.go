@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"kvmd/gadget"
 	"kvmd/hw"
 	"kvmd/internal/testutil"
-	"kvmd/otg"
 )
 
 // lunTree is a configfs tree of the gadget with its LUN's attributes as
@@ -18,7 +18,7 @@ import (
 func lunTree(t *testing.T, withForcedEject bool) string {
 	t.Helper()
 	root := t.TempDir()
-	lun := otg.LUNDir() + "/"
+	lun := gadget.LUNDir() + "/"
 	files := map[string]string{
 		lun + "cdrom":          "1\n",
 		lun + "ro":             "1\n",
@@ -31,11 +31,11 @@ func lunTree(t *testing.T, withForcedEject bool) string {
 		files[lun+"forced_eject"] = ""
 	}
 	testutil.WriteFiles(t, root, files)
-	cfg := filepath.Join(root, otg.GadgetDir, "configs", otg.Config)
+	cfg := filepath.Join(root, gadget.Dir, "configs", gadget.Config)
 	if err := os.MkdirAll(cfg, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("../../functions/"+otg.MassStorage, filepath.Join(cfg, otg.MassStorage)); err != nil {
+	if err := os.Symlink("../../functions/"+gadget.MassStorage, filepath.Join(cfg, gadget.MassStorage)); err != nil {
 		t.Fatal(err)
 	}
 	return root
@@ -52,7 +52,7 @@ func TestLUN(t *testing.T) {
 		t.Fatalf("Get: %+v %v", st, err)
 	}
 	read := func(attr string) string {
-		b, err := os.ReadFile(filepath.Join(root, otg.LUNDir(), attr))
+		b, err := os.ReadFile(filepath.Join(root, gadget.LUNDir(), attr))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestLUN(t *testing.T) {
 		t.Errorf("writing a missing attribute: %v", err)
 	}
 	// A bad value is an error, not false.
-	os.WriteFile(filepath.Join(root, otg.LUNDir(), "ro"), []byte("x\n"), 0o644)
+	os.WriteFile(filepath.Join(root, gadget.LUNDir(), "ro"), []byte("x\n"), 0o644)
 	if _, err := l.Get(); err == nil {
 		t.Error("ro x parsed")
 	}
@@ -93,7 +93,7 @@ func TestLUNOldKernel(t *testing.T) {
 
 func TestLUNAbsent(t *testing.T) {
 	root := lunTree(t, true)
-	os.Remove(filepath.Join(root, otg.GadgetDir, "configs", otg.Config, otg.MassStorage))
+	os.Remove(filepath.Join(root, gadget.Dir, "configs", gadget.Config, gadget.MassStorage))
 	if (LUN{FS: hw.New(root)}).Present() {
 		t.Error("present without the configuration's link (kvmd: not enabled)")
 	}

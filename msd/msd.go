@@ -1,9 +1,7 @@
 package msd
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,7 +104,14 @@ type Config struct {
 	// Drive is the LUN.
 	Drive Drive
 	Log   *slog.Logger
+	// PollEvery is how often the storage and the LUN are read again for
+	// the "msd" subsystem's changes (0: DefaultPollEvery); an operation
+	// has them read at once.
+	PollEvery time.Duration
 }
+
+// DefaultPollEvery is Config.PollEvery's default.
+const DefaultPollEvery = 500 * time.Millisecond
 
 // Manager is the virtual media: the storage, the LUN and kvmd's virtual
 // drive between them. Drive operations (set_params, set_connected,
@@ -118,6 +123,7 @@ type Manager struct {
 	drive Drive
 	log   *slog.Logger
 	kick  chan struct{}
+	every time.Duration
 
 	op        sync.Mutex // held by a drive operation
 	refreshMu sync.Mutex // one refresh at a time
@@ -159,7 +165,10 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("msd: storage directory: %w", err)
 	}
-	m := &Manager{st: storage{dir: dir, log: cfg.Log}, drive: cfg.Drive, log: cfg.Log, kick: make(chan struct{}, 1)}
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = DefaultPollEvery
+	}
+	m := &Manager{st: storage{dir: dir, log: cfg.Log}, drive: cfg.Drive, log: cfg.Log, kick: make(chan struct{}, 1), every: cfg.PollEvery}
 	if err := m.st.removeIncomplete(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		m.log.Warn("msd: removing incomplete uploads", "dir", dir, "err", err)
 	}
@@ -170,34 +179,7 @@ func New(cfg Config) (*Manager, error) {
 // Dir is the storage directory.
 func (m *Manager) Dir() string { return m.st.dir }
 
-// Run refreshes the state every interval, and at once after an
-// operation, until ctx ends, and calls publish with its first state and
-// then with each state that differs from the last. The first is
-// published too: Run may start after an upload or an operation began,
-// and a state it never compared with anything would otherwise never go
-// out until it changed again.
-func (m *Manager) Run(ctx context.Context, interval time.Duration, publish func(State)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var prev []byte
-	for {
-		m.refresh()
-		st := m.State()
-		b, _ := json.Marshal(st)
-		if !bytes.Equal(prev, b) {
-			publish(st)
-		}
-		prev = b
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-m.kick:
-		}
-	}
-}
-
-// poke asks Run for a refresh now.
+// poke asks the subsystem's Watch for a refresh now.
 func (m *Manager) poke() {
 	select {
 	case m.kick <- struct{}{}:

@@ -31,7 +31,7 @@ func newManager(t *testing.T, files map[string]string) (*msd.Manager, *msdtest.D
 		}
 	}
 	d := &msdtest.Drive{}
-	m, err := msd.New(msd.Config{Dir: dir, Drive: d})
+	m, err := msd.New(msd.Config{Dir: dir, Drive: d, PollEvery: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestStateShape(t *testing.T) {
 	}
 
 	d.SetPresent(false)
-	m.Run(canceled(), time.Hour, func(msd.State) {}) // one refresh
+	msd.Subsystem{M: m}.Watch(canceled(), nil) // one refresh
 	if got := jsonOf(t, m.State()); got != `{"enabled":true,"online":false,"busy":false,"storage":null,"drive":null}` {
 		t.Errorf("LUN gone: %s", got)
 	}
@@ -242,7 +242,7 @@ func TestHostSide(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.HostEject()
-	m.Run(canceled(), time.Hour, func(msd.State) {})
+	msd.Subsystem{M: m}.Watch(canceled(), nil)
 	if st := m.State(); st.Drive.Connected || st.Drive.Image == nil {
 		t.Errorf("after the host ejected: %s", jsonOf(t, st.Drive))
 	}
@@ -253,7 +253,7 @@ func TestHostSide(t *testing.T) {
 	if err := d.SetFile(out); err != nil {
 		t.Fatal(err)
 	}
-	m.Run(canceled(), time.Hour, func(msd.State) {})
+	msd.Subsystem{M: m}.Watch(canceled(), nil)
 	st := m.State()
 	if !st.Drive.Connected || st.Drive.Image == nil || st.Drive.Image.InStorage || st.Drive.Image.Name != "start.img" || st.Drive.Image.Size != int64(len(flashImage)) || st.Drive.Image.Removable {
 		t.Errorf("outside image: %s", jsonOf(t, st.Drive))
@@ -271,7 +271,7 @@ func TestHostSide(t *testing.T) {
 	// The chosen image removed by hand: unchosen.
 	m.SetParams(msd.Params{Image: sptr("a.iso")})
 	os.Remove(filepath.Join(dir, "a.iso"))
-	m.Run(canceled(), time.Hour, func(msd.State) {})
+	msd.Subsystem{M: m}.Watch(canceled(), nil)
 	if st := m.State(); st.Drive.Image != nil || len(st.Storage.Images) != 0 {
 		t.Errorf("after removal by hand: %s", jsonOf(t, st))
 	}
@@ -522,34 +522,41 @@ func TestRead(t *testing.T) {
 	}
 }
 
-// TestRunPublishes: progress and changes go out as events, whether Run
-// started before the upload began or after it. Started after, Run's first
-// state is the one with the bytes written so far, and nothing changes
-// until the next write: it must publish that first state itself (before,
-// it only compared it, and the "3 bytes written" event never came: a
-// flake of make test under load). There the interval is an hour, so that
-// only Run's first state and the upload's own pokes make events.
-func TestRunPublishes(t *testing.T) {
-	for _, runFirst := range []bool{true, false} {
-		t.Run(fmt.Sprintf("run first %v", runFirst), func(t *testing.T) {
+// TestWatchPublishes: progress and changes go out as events, whether the
+// subsystem's Watch started before the upload began or after it. Started
+// after, its first state is the one with the bytes written so far, and
+// nothing changes until the next write: it must publish that first state
+// itself (before, it only compared it, and the "3 bytes written" event
+// never came: a flake of make test under load). There the interval is an
+// hour, so that only the first state and the upload's own pokes make
+// events.
+func TestWatchPublishes(t *testing.T) {
+	for _, watchFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watch first %v", watchFirst), func(t *testing.T) {
 			m, _, _ := newManager(t, map[string]string{"a.img": "x"})
+			if !watchFirst {
+				var err error
+				if m, err = msd.New(msd.Config{Dir: m.Dir(), Drive: &msdtest.Drive{}, PollEvery: time.Hour}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			got := make(chan msd.State, 100)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
-			start := func(interval time.Duration) {
-				go func() { m.Run(ctx, interval, func(s msd.State) { got <- s }); close(done) }()
+			start := func() {
+				go func() { msd.Subsystem{M: m}.Watch(ctx, func(s msd.State) { got <- s }); close(done) }()
 			}
 			defer func() { cancel(); <-done }()
-			if runFirst {
-				start(10 * time.Millisecond)
+			if watchFirst {
+				start()
 			}
 			u, err := m.Begin("b.img", 6)
 			if err != nil {
 				t.Fatal(err)
 			}
 			u.Copy(context.Background(), strings.NewReader("abc"), nil)
-			if !runFirst {
-				start(time.Hour)
+			if !watchFirst {
+				start()
 			}
 			wait := func(what string, ok func(msd.State) bool) {
 				t.Helper()

@@ -13,7 +13,7 @@ import (
 const MaxNameLen = 255
 
 // CheckName returns nil when name may name an image in the storage
-// directory, else an error wrapping ErrBadName that says why. A name is
+// directory, else a *NameError (ErrBadName) that says why. A name is
 // one file name, never a path: no slash, no NUL, not "." or "..", not
 // hidden (a leading dot: the storage's own temporary files start with
 // one), not lost+found, printable characters only (no control, format or
@@ -58,10 +58,12 @@ func LogName(name string) string {
 }
 
 func badName(why string) error {
-	return &nameError{why}
+	return &NameError{Why: why}
 }
 
-type nameError struct{ why string }
+// NameError is CheckName's answer: Why says what is wrong with the name,
+// for the person who gave it. It is ErrBadName (errors.Is).
+type NameError struct{ Why string }
 
-func (e *nameError) Error() string        { return "msd: bad image name: " + e.why }
-func (e *nameError) Is(target error) bool { return target == ErrBadName }
+func (e *NameError) Error() string        { return "msd: bad image name: " + e.Why }
+func (e *NameError) Is(target error) bool { return target == ErrBadName }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"kvmd/gadget"
 )
 
 // modelFS is a model of the machine as the gadget meets it: configfs's
@@ -156,6 +158,11 @@ func (m *modelFS) ReadFile(rel string) ([]byte, error) {
 	return slices.Clone(n.data), nil
 }
 
+func (m *modelFS) ReadString(rel string) (string, error) {
+	b, err := m.ReadFile(rel)
+	return strings.Trim(string(b), " \t\r\n\x00"), err
+}
+
 func (m *modelFS) Readlink(rel string) (string, error) {
 	n, ok := m.nodes[rel]
 	if !ok {
@@ -176,7 +183,7 @@ func (m *modelFS) OwnedBy(rel string, uid int, mode fs.FileMode) bool {
 
 // gadgetOf splits a path below usb_gadget: the gadget's name and the rest.
 func gadgetOf(rel string) (string, string, bool) {
-	rest, ok := strings.CutPrefix(rel, gadgetRoot+"/")
+	rest, ok := strings.CutPrefix(rel, gadget.ConfigfsDir+"/")
 	if !ok {
 		return "", "", false
 	}
@@ -287,14 +294,14 @@ func (m *modelFS) Mkdir(rel string) error {
 
 // bound returns the controller gadget g is bound to.
 func (m *modelFS) bound(g string) string {
-	n := m.nodes[gadgetRoot+"/"+g+"/UDC"]
+	n := m.nodes[gadget.ConfigfsDir+"/"+g+"/UDC"]
 	if n == nil {
 		return ""
 	}
 	return strings.TrimSpace(string(n.data))
 }
 
-func (m *modelFS) WriteFile(rel string, data []byte) error {
+func (m *modelFS) WriteAttr(rel string, data []byte) error {
 	n, ok := m.nodes[rel]
 	if !ok {
 		return perr("open", rel, fs.ErrNotExist)
@@ -320,7 +327,7 @@ func (m *modelFS) WriteFile(rel string, data []byte) error {
 		if !slices.Contains(m.udcs, name) {
 			return perr("write", rel, syscall.ENODEV)
 		}
-		ents, _ := m.ReadDir(gadgetRoot)
+		ents, _ := m.ReadDir(gadget.ConfigfsDir)
 		for _, e := range ents {
 			if e.Name() != g && m.bound(e.Name()) == name {
 				return perr("write", rel, syscall.EBUSY)
@@ -378,7 +385,7 @@ func (m *modelFS) WriteFile(rel string, data []byte) error {
 func (m *modelFS) linksOf(g string) []string {
 	var out []string
 	for p, n := range m.nodes {
-		if n.kind == kLink && strings.HasPrefix(p, gadgetRoot+"/"+g+"/configs/") {
+		if n.kind == kLink && strings.HasPrefix(p, gadget.ConfigfsDir+"/"+g+"/configs/") {
 			out = append(out, p)
 		}
 	}
@@ -388,7 +395,7 @@ func (m *modelFS) linksOf(g string) []string {
 
 func (m *modelFS) unbindModel(g string) {
 	udc := m.bound(g)
-	m.nodes[gadgetRoot+"/"+g+"/UDC"].data = []byte("\n")
+	m.nodes[gadget.ConfigfsDir+"/"+g+"/UDC"].data = []byte("\n")
 	m.nodes["sys/class/udc/"+udc+"/function"].data = nil
 	// dummy_hcd leaves state stale; others say "not attached".
 	for p := range m.nodes {

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"kvmd/gadget"
+	"kvmd/hw"
 )
 
 // Settings are the gadget's settings: what the host sees. The defaults are
@@ -41,7 +44,7 @@ type Settings struct {
 	// instead of 6 for the absolute one, 5 instead of 4 for the relative
 	// one).
 	HorizontalWheel bool
-	// RelativeMouse adds the second, relative mouse (MouseAlt), which a
+	// RelativeMouse adds the second, relative mouse (gadget.MouseAlt), which a
 	// host's firmware and systems without absolute pointers can use.
 	RelativeMouse bool
 	// CDROM makes the drive a CD-ROM rather than a removable disk until
@@ -126,12 +129,8 @@ var (
 	ErrUDCBusy = errors.New("otg: the USB device controller is in use")
 )
 
-const (
-	gadgetRoot = "sys/kernel/config/usb_gadget"
-	udcClass   = "sys/class/udc"
-	// lang is US English, the only language of the strings.
-	lang = "0x409"
-)
+// lang is US English, the only language of the strings.
+const lang = "0x409"
 
 // functions are the gadget's functions in the order they are made and
 // linked into the configuration: the kernel numbers hidg nodes in creation
@@ -139,7 +138,7 @@ const (
 // the mouse /dev/hidg1 and the relative mouse /dev/hidg2, as PiKVM's udev
 // rules name them.
 func (c Settings) functions() []string {
-	return append(c.hidFunctions(), MassStorage)
+	return append(c.hidFunctions(), gadget.MassStorage)
 }
 
 // hidFunc is one of the gadget's hid functions and what it is.
@@ -150,9 +149,9 @@ type hidFunc struct {
 
 // hids are the gadget's hid functions, in the order they are made.
 func (c Settings) hids() []hidFunc {
-	h := []hidFunc{{Keyboard, KeyboardHID()}, {Mouse, MouseHID(c.HorizontalWheel)}}
+	h := []hidFunc{{gadget.Keyboard, KeyboardHID()}, {gadget.Mouse, MouseHID(c.HorizontalWheel)}}
 	if c.RelativeMouse {
-		h = append(h, hidFunc{MouseAlt, RelativeMouseHID(c.HorizontalWheel)})
+		h = append(h, hidFunc{gadget.MouseAlt, RelativeMouseHID(c.HorizontalWheel)})
 	}
 	return h
 }
@@ -168,7 +167,7 @@ func (c Settings) hidFunctions() []string {
 
 // allFunctions are every function the gadget can have, for what differs
 // to find one that is there but not asked for.
-var allFunctions = []string{Keyboard, Mouse, MouseAlt, MassStorage}
+var allFunctions = []string{gadget.Keyboard, gadget.Mouse, gadget.MouseAlt, gadget.MassStorage}
 
 // Manager manages the gadget below a root directory ("/" on a device; a
 // model of configfs in tests).
@@ -176,15 +175,29 @@ type Manager struct {
 	fs cfs
 }
 
-// New returns the Manager of the machine whose file system is at root.
-func New(root string) *Manager {
-	return &Manager{fs: osFS{root: root}}
+// cfs is what the gadget does to the file system: configfs's directories,
+// attributes and links, sysfs's controllers and the device nodes (hw.FS
+// on the machine; the tests have a model of configfs's rules).
+type cfs interface {
+	ReadDir(rel string) ([]fs.DirEntry, error)
+	ReadFile(rel string) ([]byte, error)
+	// ReadString reads an attribute trimmed of white space and NULs.
+	ReadString(rel string) (string, error)
+	Readlink(rel string) (string, error)
+	Exists(rel string) bool
+	OwnedBy(rel string, uid int, mode fs.FileMode) bool
+	Owner(rel string) (int, error)
+	Mkdir(rel string) error
+	WriteAttr(rel string, data []byte) error
+	Symlink(target, link string) error
+	Remove(rel string) error
+	Chown(rel string, uid, gid int) error
+	Chmod(rel string, mode fs.FileMode) error
 }
 
-// readString reads an attribute as hw.FS.ReadString does, trimmed.
-func (g *Manager) readString(rel string) (string, error) {
-	b, err := g.fs.ReadFile(rel)
-	return strings.Trim(string(b), " \t\r\n\x00"), err
+// New returns the Manager of the machine whose file system is at root.
+func New(root string) *Manager {
+	return &Manager{fs: hw.New(root)}
 }
 
 // Result says what Start or Stop did, for a person.
@@ -235,7 +248,7 @@ func (g *Manager) Start(ctx context.Context, c Settings) (Result, error) {
 		return r, err
 	case diff == "" && bound == udc:
 		r.UDC = udc
-		r.note("gadget %s already bound to %s: nothing changed", Gadget, udc)
+		r.note("gadget %s already bound to %s: nothing changed", gadget.Name, udc)
 		if err := g.ownLUN(c, &r, true); err != nil {
 			return r, err
 		}
@@ -246,28 +259,28 @@ func (g *Manager) Start(ctx context.Context, c Settings) (Result, error) {
 		if err := g.unbind(); err != nil {
 			return r, err
 		}
-		r.note("unbound gadget %s from %s", Gadget, bound)
+		r.note("unbound gadget %s from %s", gadget.Name, bound)
 	case diff == "":
 	case diff == noGadget:
 		if err := g.create(c); err != nil {
 			return r, err
 		}
-		r.note("created gadget %s: %s", Gadget, strings.Join(c.functions(), ", "))
+		r.note("created gadget %s: %s", gadget.Name, strings.Join(c.functions(), ", "))
 	default:
 		if err := g.remove(); err != nil {
 			return r, err
 		}
-		r.note("removed gadget %s (%s)", Gadget, diff)
+		r.note("removed gadget %s (%s)", gadget.Name, diff)
 		if err := g.create(c); err != nil {
 			return r, err
 		}
-		r.note("created gadget %s: %s", Gadget, strings.Join(c.functions(), ", "))
+		r.note("created gadget %s: %s", gadget.Name, strings.Join(c.functions(), ", "))
 	}
 	if err := g.bind(udc); err != nil {
 		return r, err
 	}
 	r.Changed, r.UDC = true, udc
-	r.note("bound gadget %s to %s", Gadget, udc)
+	r.note("bound gadget %s to %s", gadget.Name, udc)
 	if err := g.ownLUN(c, &r, false); err != nil {
 		return r, err
 	}
@@ -285,7 +298,7 @@ func (g *Manager) ownLUN(c Settings, r *Result, say bool) error {
 	}
 	var given []string
 	for _, name := range lunOwned {
-		p := path.Join(LUNDir(), name)
+		p := path.Join(gadget.LUNDir(), name)
 		if uid, err := g.fs.Owner(p); err == nil && uid == c.UID {
 			continue
 		}
@@ -304,8 +317,8 @@ func (g *Manager) ownLUN(c Settings, r *Result, say bool) error {
 // does nothing. Only this daemon's gadget is touched.
 func (g *Manager) Stop() (Result, error) {
 	var r Result
-	if _, err := g.fs.ReadDir(GadgetDir); errors.Is(err, fs.ErrNotExist) {
-		r.note("no gadget %s: nothing to stop", Gadget)
+	if _, err := g.fs.ReadDir(gadget.Dir); errors.Is(err, fs.ErrNotExist) {
+		r.note("no gadget %s: nothing to stop", gadget.Name)
 		return r, nil
 	} else if err != nil {
 		return r, err
@@ -319,15 +332,15 @@ func (g *Manager) Stop() (Result, error) {
 	}
 	r.Changed = true
 	if bound != "" {
-		r.note("unbound gadget %s from %s", Gadget, bound)
+		r.note("unbound gadget %s from %s", gadget.Name, bound)
 	}
-	r.note("removed gadget %s", Gadget)
+	r.note("removed gadget %s", gadget.Name)
 	return r, nil
 }
 
 // checkConfigfs tells the two reasons for a missing usb_gadget apart.
 func (g *Manager) checkConfigfs() error {
-	if _, err := g.fs.ReadDir(gadgetRoot); err == nil {
+	if _, err := g.fs.ReadDir(gadget.ConfigfsDir); err == nil {
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("otg: %w", err)
@@ -393,7 +406,7 @@ func (g *Manager) findUDC(ctx context.Context, want string, wait time.Duration) 
 }
 
 func (g *Manager) udcs() ([]string, error) {
-	ents, err := g.fs.ReadDir(udcClass)
+	ents, err := g.fs.ReadDir(gadget.UDCDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -412,15 +425,15 @@ func (g *Manager) udcs() ([]string, error) {
 // or the function the controller reports (a legacy gadget driver such as
 // g_ether); "" when nothing but this gadget does.
 func (g *Manager) holder(udc string) (string, error) {
-	ents, err := g.fs.ReadDir(gadgetRoot)
+	ents, err := g.fs.ReadDir(gadget.ConfigfsDir)
 	if err != nil {
 		return "", fmt.Errorf("otg: %w", err)
 	}
 	for _, e := range ents {
-		if e.Name() == Gadget || !e.IsDir() {
+		if e.Name() == gadget.Name || !e.IsDir() {
 			continue
 		}
-		b, err := g.fs.ReadFile(path.Join(gadgetRoot, e.Name(), "UDC"))
+		b, err := g.fs.ReadFile(path.Join(gadget.ConfigfsDir, e.Name(), "UDC"))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("otg: %w", err)
 		}
@@ -430,11 +443,11 @@ func (g *Manager) holder(udc string) (string, error) {
 	}
 	// The controller's function attribute names the driver bound to it
 	// (a configfs gadget's is its name: drivers/usb/gadget/configfs.c).
-	b, err := g.fs.ReadFile(path.Join(udcClass, udc, "function"))
+	b, err := g.fs.ReadFile(path.Join(gadget.UDCDir, udc, "function"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("otg: %w", err)
 	}
-	if f := strings.TrimSpace(string(b)); f != "" && f != Gadget {
+	if f := strings.TrimSpace(string(b)); f != "" && f != gadget.Name {
 		return "driver " + f, nil
 	}
 	return "", nil
@@ -452,7 +465,7 @@ func busyError(udc, holder string) error {
 // boundTo returns the controller the gadget is bound to, "" if none (or
 // no gadget).
 func (g *Manager) boundTo() (string, error) {
-	b, err := g.fs.ReadFile(path.Join(GadgetDir, "UDC"))
+	b, err := g.fs.ReadFile(path.Join(gadget.Dir, "UDC"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -463,7 +476,7 @@ func (g *Manager) boundTo() (string, error) {
 }
 
 func (g *Manager) bind(udc string) error {
-	err := g.fs.WriteFile(path.Join(GadgetDir, "UDC"), []byte(udc))
+	err := g.fs.WriteAttr(path.Join(gadget.Dir, "UDC"), []byte(udc))
 	switch {
 	case errors.Is(err, syscall.EBUSY):
 		// Taken between the check and now, or by a legacy driver that
@@ -483,7 +496,7 @@ func (g *Manager) bind(udc string) error {
 
 // unbind writes an empty UDC; ENODEV is an already unbound gadget.
 func (g *Manager) unbind() error {
-	err := g.fs.WriteFile(path.Join(GadgetDir, "UDC"), []byte("\n"))
+	err := g.fs.WriteAttr(path.Join(gadget.Dir, "UDC"), []byte("\n"))
 	if err != nil && !errors.Is(err, syscall.ENODEV) {
 		return fmt.Errorf("otg: unbinding: %w", err)
 	}
@@ -492,7 +505,7 @@ func (g *Manager) unbind() error {
 
 // attr is one configfs attribute the gadget sets.
 type attr struct {
-	path string // below GadgetDir
+	path string // below gadget.Dir
 	data []byte
 	// optional attributes are set only where the kernel has them
 	// (no_out_endpoint since Linux 5.19, a Raspberry Pi kernel's
@@ -519,11 +532,11 @@ func (c Settings) attrs() []attr {
 		{path: "strings/" + lang + "/manufacturer", data: []byte(c.Manufacturer)},
 		{path: "strings/" + lang + "/product", data: []byte(c.Product)},
 		{path: "strings/" + lang + "/serialnumber", data: []byte(c.Serial)},
-		{path: "configs/" + Config + "/MaxPower", data: num(c.MaxPower)},
+		{path: "configs/" + gadget.Config + "/MaxPower", data: num(c.MaxPower)},
 	}
 	if c.RemoteWakeup {
 		// Bus powered (bit 7, always set) and remote wakeup (bit 5).
-		as = append(as, attr{path: "configs/" + Config + "/bmAttributes", data: []byte("0xa0")})
+		as = append(as, attr{path: "configs/" + gadget.Config + "/bmAttributes", data: []byte("0xa0")})
 	}
 	for _, h := range c.hids() {
 		dir := "functions/" + h.name + "/"
@@ -540,9 +553,9 @@ func (c Settings) attrs() []attr {
 			attr{path: dir + "report_desc", data: h.hid.Descriptor},
 		)
 	}
-	lun := "functions/" + MassStorage + "/lun.0/"
+	lun := "functions/" + gadget.MassStorage + "/lun.0/"
 	as = append(as,
-		attr{path: "functions/" + MassStorage + "/stall", data: []byte("0")},
+		attr{path: "functions/" + gadget.MassStorage + "/stall", data: []byte("0")},
 		// cdrom and ro before a medium: the kernel refuses them with one
 		// (storage_common.c); there is none yet.
 		attr{path: lun + "cdrom", data: flag(c.CDROM), runtime: true},
@@ -564,26 +577,26 @@ const noGadget = "no gadget"
 // differs compares the gadget in configfs with c: "" when it is whole and
 // as c says, noGadget when there is none, else what differs.
 func (g *Manager) differs(c Settings) (string, error) {
-	if _, err := g.fs.ReadDir(GadgetDir); errors.Is(err, fs.ErrNotExist) {
+	if _, err := g.fs.ReadDir(gadget.Dir); errors.Is(err, fs.ErrNotExist) {
 		return noGadget, nil
 	} else if err != nil {
 		return "", fmt.Errorf("otg: %w", err)
 	}
 	want := c.functions()
 	for _, fn := range allFunctions {
-		_, err := g.fs.Readlink(path.Join(GadgetDir, "configs", Config, fn))
+		_, err := g.fs.Readlink(gadget.ConfigLink(fn))
 		switch in := slices.Contains(want, fn); {
 		case in && err != nil:
-			return fmt.Sprintf("%s is not in configuration %s", fn, Config), nil
+			return fmt.Sprintf("%s is not in configuration %s", fn, gadget.Config), nil
 		case !in && err == nil:
-			return fmt.Sprintf("%s is in configuration %s, not asked for", fn, Config), nil
+			return fmt.Sprintf("%s is in configuration %s, not asked for", fn, gadget.Config), nil
 		}
 	}
 	for _, a := range c.attrs() {
 		if a.runtime {
 			continue
 		}
-		b, err := g.fs.ReadFile(path.Join(GadgetDir, a.path))
+		b, err := g.fs.ReadFile(path.Join(gadget.Dir, a.path))
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && a.optional:
 			continue
@@ -622,12 +635,12 @@ func (g *Manager) create(c Settings) (err error) {
 			g.remove() // the first error is the one to report
 		}
 	}()
-	dirs := []string{"", "strings/" + lang, "configs/" + Config}
+	dirs := []string{"", "strings/" + lang, "configs/" + gadget.Config}
 	for _, fn := range c.functions() {
 		dirs = append(dirs, "functions/"+fn)
 	}
 	for _, d := range dirs {
-		if err := g.fs.Mkdir(path.Join(GadgetDir, d)); err != nil {
+		if err := g.fs.Mkdir(path.Join(gadget.Dir, d)); err != nil {
 			if strings.HasPrefix(d, "functions/") && errors.Is(err, fs.ErrNotExist) {
 				// configfs answers ENOENT for a function type no loaded
 				// or loadable module provides.
@@ -641,20 +654,20 @@ func (g *Manager) create(c Settings) (err error) {
 		}
 	}
 	for _, a := range c.attrs() {
-		p := path.Join(GadgetDir, a.path)
+		p := path.Join(gadget.Dir, a.path)
 		if a.optional && !g.fs.Exists(p) {
 			continue
 		}
 		if a.path == "strings/"+lang+"/serialnumber" && len(a.data) == 0 {
 			continue
 		}
-		if err := g.fs.WriteFile(p, a.data); err != nil {
+		if err := g.fs.WriteAttr(p, a.data); err != nil {
 			return fmt.Errorf("otg: writing %s: %w", a.path, err)
 		}
 	}
 	for _, fn := range c.functions() {
-		if err := g.fs.Symlink(FunctionDir(fn), path.Join(GadgetDir, "configs", Config, fn)); err != nil {
-			return fmt.Errorf("otg: linking %s into %s: %w", fn, Config, err)
+		if err := g.fs.Symlink(gadget.FunctionDir(fn), gadget.ConfigLink(fn)); err != nil {
+			return fmt.Errorf("otg: linking %s into %s: %w", fn, gadget.Config, err)
 		}
 	}
 	return nil
@@ -667,7 +680,7 @@ func (g *Manager) create(c Settings) (err error) {
 // made with their parent (functions/, a LUN 0) go with it. What is
 // already gone is skipped, so a half-made gadget is removed too.
 func (g *Manager) remove() error {
-	if _, err := g.fs.ReadDir(GadgetDir); errors.Is(err, fs.ErrNotExist) {
+	if _, err := g.fs.ReadDir(gadget.Dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err := g.unbind(); err != nil {
@@ -676,7 +689,7 @@ func (g *Manager) remove() error {
 	var errs []error
 	rm := func(p string) {
 		if err := g.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("otg: removing %s: %w", strings.TrimPrefix(p, GadgetDir+"/"), err))
+			errs = append(errs, fmt.Errorf("otg: removing %s: %w", strings.TrimPrefix(p, gadget.Dir+"/"), err))
 		}
 	}
 	sub := func(dir string) []fs.DirEntry {
@@ -686,7 +699,7 @@ func (g *Manager) remove() error {
 		}
 		return ents
 	}
-	configs := path.Join(GadgetDir, "configs")
+	configs := path.Join(gadget.Dir, "configs")
 	for _, c := range sub(configs) {
 		cd := path.Join(configs, c.Name())
 		for _, e := range sub(cd) {
@@ -701,12 +714,12 @@ func (g *Manager) remove() error {
 	}
 	// os_desc links a configuration when a function needs Microsoft's
 	// descriptors; none of this gadget's do, but another tool's might.
-	for _, e := range sub(path.Join(GadgetDir, "os_desc")) {
+	for _, e := range sub(path.Join(gadget.Dir, "os_desc")) {
 		if e.Type()&fs.ModeSymlink != 0 {
-			rm(path.Join(GadgetDir, "os_desc", e.Name()))
+			rm(path.Join(gadget.Dir, "os_desc", e.Name()))
 		}
 	}
-	funcs := path.Join(GadgetDir, "functions")
+	funcs := path.Join(gadget.Dir, "functions")
 	for _, f := range sub(funcs) {
 		fd := path.Join(funcs, f.Name())
 		if strings.HasPrefix(f.Name(), "mass_storage.") {
@@ -719,11 +732,11 @@ func (g *Manager) remove() error {
 		}
 		rm(fd)
 	}
-	for _, s := range sub(path.Join(GadgetDir, "strings")) {
-		rm(path.Join(GadgetDir, "strings", s.Name()))
+	for _, s := range sub(path.Join(gadget.Dir, "strings")) {
+		rm(path.Join(gadget.Dir, "strings", s.Name()))
 	}
 	if len(errs) == 0 {
-		rm(GadgetDir)
+		rm(gadget.Dir)
 	}
 	return errors.Join(errs...)
 }
@@ -739,7 +752,7 @@ func (g *Manager) ownNodes(ctx context.Context, c Settings, r *Result) ([]string
 		var node string
 		deadline := time.Now().Add(c.NodeWait)
 		for {
-			n, err := hidNode(g.readString, fn)
+			n, err := gadget.HIDNode(g.fs, fn)
 			if err == nil {
 				node = n
 				if !g.fs.Exists(n) {

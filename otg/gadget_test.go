@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"kvmd/gadget"
 )
 
 const kvmdUID = 1000
@@ -22,7 +24,7 @@ func started(t *testing.T, m *modelFS, s Settings) Result {
 
 func attrOf(t *testing.T, m *modelFS, rel string) string {
 	t.Helper()
-	n, ok := m.nodes[GadgetDir+"/"+rel]
+	n, ok := m.nodes[gadget.Dir+"/"+rel]
 	if !ok {
 		t.Fatalf("no %s", rel)
 	}
@@ -81,24 +83,24 @@ func TestStart(t *testing.T) {
 	if got := attrOf(t, m, "functions/hid.usb2/report_desc"); got != string(RelativeMouseHID(true).Descriptor) {
 		t.Errorf("relative mouse report_desc % x", got)
 	}
-	for _, fn := range []string{Keyboard, Mouse, MouseAlt, MassStorage} {
-		if l, err := m.Readlink(GadgetDir + "/configs/c.1/" + fn); err != nil || l != "/"+FunctionDir(fn) {
+	for _, fn := range []string{gadget.Keyboard, gadget.Mouse, gadget.MouseAlt, gadget.MassStorage} {
+		if l, err := m.Readlink(gadget.Dir + "/configs/c.1/" + fn); err != nil || l != "/"+gadget.FunctionDir(fn) {
 			t.Errorf("configs/c.1/%s -> %q, %v", fn, l, err)
 		}
 	}
 	for _, a := range lunOwned {
-		if n := m.nodes[LUNDir()+"/"+a]; n.uid != kvmdUID || n.gid != kvmdUID {
+		if n := m.nodes[gadget.LUNDir()+"/"+a]; n.uid != kvmdUID || n.gid != kvmdUID {
 			t.Errorf("lun.0/%s owned by %d:%d", a, n.uid, n.gid)
 		}
 	}
-	if n := m.nodes[LUNDir()+"/removable"]; n.uid != 0 {
+	if n := m.nodes[gadget.LUNDir()+"/removable"]; n.uid != 0 {
 		t.Errorf("lun.0/removable given away")
 	}
 	// Binding comes after every attribute and link (the kernel fixes a
 	// bound gadget's functions); only the LUN's owner is set after it.
-	bind := slices.Index(m.log, "write "+GadgetDir+"/UDC")
+	bind := slices.Index(m.log, "write "+gadget.Dir+"/UDC")
 	for _, l := range m.log[bind+1:] {
-		if !strings.HasPrefix(l, "chown "+LUNDir()+"/") {
+		if !strings.HasPrefix(l, "chown "+gadget.LUNDir()+"/") {
 			t.Errorf("after binding: %q", l)
 		}
 	}
@@ -157,23 +159,23 @@ func TestStartIdempotent(t *testing.T) {
 
 	// The daemon's runtime changes (a medium, its flags) are not a
 	// difference.
-	m.nodes[LUNDir()+"/cdrom"].data = []byte("1\n")
-	m.nodes[LUNDir()+"/file"].data = []byte("/var/lib/kvmd/msd/x.iso\n")
+	m.nodes[gadget.LUNDir()+"/cdrom"].data = []byte("1\n")
+	m.nodes[gadget.LUNDir()+"/file"].data = []byte("/var/lib/kvmd/msd/x.iso\n")
 	if r := started(t, m, s); r.Changed {
 		t.Errorf("Start after the daemon inserted a medium: %+v", r)
 	}
 
 	// Attributes that lost their owner are given back, and nothing else
 	// is done (the booted test once found them root's after a start).
-	m.nodes[LUNDir()+"/ro"].uid = 0
+	m.nodes[gadget.LUNDir()+"/ro"].uid = 0
 	n = len(m.log)
 	r = started(t, m, s)
-	if r.Changed || m.nodes[LUNDir()+"/ro"].uid != kvmdUID || !strings.Contains(strings.Join(r.Notes, "\n"), "gave the drive's ro to uid 1000 again") {
+	if r.Changed || m.nodes[gadget.LUNDir()+"/ro"].uid != kvmdUID || !strings.Contains(strings.Join(r.Notes, "\n"), "gave the drive's ro to uid 1000 again") {
 		t.Errorf("Start with a LUN attribute root's: %+v, changes %q", r, m.log[n:])
 	}
 
 	// An unbound gadget is bound again.
-	if err := m.WriteFile(GadgetDir+"/UDC", []byte("\n")); err != nil {
+	if err := m.WriteAttr(gadget.Dir+"/UDC", []byte("\n")); err != nil {
 		t.Fatal(err)
 	}
 	if r := started(t, m, s); !r.Changed || attrOf(t, m, "UDC") != "b.usb\n" {
@@ -185,7 +187,7 @@ func TestStartIdempotent(t *testing.T) {
 // made again.
 func TestStartHalfMade(t *testing.T) {
 	m := newModel().withUDC("dummy_udc.0")
-	for _, d := range []string{GadgetDir, GadgetDir + "/functions/hid.usb0", GadgetDir + "/configs/c.1"} {
+	for _, d := range []string{gadget.Dir, gadget.Dir + "/functions/hid.usb0", gadget.Dir + "/configs/c.1"} {
 		if err := m.Mkdir(d); err != nil {
 			t.Fatal(err)
 		}
@@ -211,8 +213,8 @@ func TestStartErrors(t *testing.T) {
 		{"several UDCs", func() *modelFS { return newModel().withUDC("u").withUDC("v") }, "", ErrManyUDCs, "u, v; choose one with --udc"},
 		{"another gadget", func() *modelFS {
 			m := newModel().withUDC("u")
-			m.Mkdir(gadgetRoot + "/g1")
-			m.WriteFile(gadgetRoot+"/g1/UDC", []byte("u"))
+			m.Mkdir(gadget.ConfigfsDir + "/g1")
+			m.WriteAttr(gadget.ConfigfsDir+"/g1/UDC", []byte("u"))
 			return m
 		}, "", ErrUDCBusy, "gadget g1 is bound to u; unbind it (echo > /sys/kernel/config/usb_gadget/g1/UDC)"},
 		{"a legacy gadget driver", func() *modelFS {
@@ -228,9 +230,9 @@ func TestStartErrors(t *testing.T) {
 		{"the hid minors taken", func() *modelFS {
 			// Another, unbound gadget holds two of the kernel's four.
 			m := newModel().withUDC("u")
-			m.Mkdir(gadgetRoot + "/g1")
-			m.Mkdir(gadgetRoot + "/g1/functions/hid.a")
-			m.Mkdir(gadgetRoot + "/g1/functions/hid.b")
+			m.Mkdir(gadget.ConfigfsDir + "/g1")
+			m.Mkdir(gadget.ConfigfsDir + "/g1/functions/hid.a")
+			m.Mkdir(gadget.ConfigfsDir + "/g1/functions/hid.b")
 			return m
 		}, "", ErrNoHIDMinor, "hid.usb2"},
 	} {
@@ -238,14 +240,14 @@ func TestStartErrors(t *testing.T) {
 			m := tc.model()
 			s := quick()
 			s.UDC = tc.udc
-			before := len(m.children(gadgetRoot))
+			before := len(m.children(gadget.ConfigfsDir))
 			_, err := m.manager().Start(context.Background(), s)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("Start: %v, want %v with %q", err, tc.want, tc.msg)
 			}
 			// Nothing of ours is left behind.
-			if m.Exists(GadgetDir) || len(m.children(gadgetRoot)) != before {
-				t.Errorf("left %q", m.children(gadgetRoot))
+			if m.Exists(gadget.Dir) || len(m.children(gadget.ConfigfsDir)) != before {
+				t.Errorf("left %q", m.children(gadget.ConfigfsDir))
 			}
 		})
 	}
@@ -255,20 +257,20 @@ func TestStartErrors(t *testing.T) {
 // gadget stays; a second Stop does nothing.
 func TestStop(t *testing.T) {
 	m := newModel().withUDC("u").withUDC("v")
-	m.Mkdir(gadgetRoot + "/other")
-	m.Mkdir(gadgetRoot + "/other/functions/acm.usb0")
+	m.Mkdir(gadget.ConfigfsDir + "/other")
+	m.Mkdir(gadget.ConfigfsDir + "/other/functions/acm.usb0")
 	s := quick()
 	s.UDC = "u"
 	started(t, m, s)
 	// A medium in, as the daemon leaves it.
-	m.nodes[LUNDir()+"/file"].data = []byte("/var/lib/kvmd/msd/x.img\n")
+	m.nodes[gadget.LUNDir()+"/file"].data = []byte("/var/lib/kvmd/msd/x.img\n")
 
 	r, err := m.manager().Stop()
 	if err != nil || !r.Changed {
 		t.Fatalf("Stop: %+v, %v", r, err)
 	}
-	if m.Exists(GadgetDir) || m.Exists("dev/hidg0") || !m.Exists(gadgetRoot+"/other/functions/acm.usb0") {
-		t.Errorf("after Stop: %q", m.children(gadgetRoot))
+	if m.Exists(gadget.Dir) || m.Exists("dev/hidg0") || !m.Exists(gadget.ConfigfsDir+"/other/functions/acm.usb0") {
+		t.Errorf("after Stop: %q", m.children(gadget.ConfigfsDir))
 	}
 	if strings.TrimSpace(string(m.nodes["sys/class/udc/u/function"].data)) != "" {
 		t.Error("the controller still has a driver")
@@ -287,17 +289,17 @@ func TestStopExtras(t *testing.T) {
 	m := newModel().withUDC("u")
 	started(t, m, quick())
 	for _, d := range []string{"functions/acm.usb0", "configs/c.1/strings/0x409", "configs/c.2"} {
-		if err := m.Mkdir(GadgetDir + "/" + d); err != nil {
+		if err := m.Mkdir(gadget.Dir + "/" + d); err != nil {
 			t.Fatal(err)
 		}
 	}
-	m.nodes[GadgetDir+"/UDC"].data = []byte("\n") // unbind to link
+	m.nodes[gadget.Dir+"/UDC"].data = []byte("\n") // unbind to link
 	m.nodes["sys/class/udc/u/function"].data = nil
-	if err := m.Symlink("/"+FunctionDir("acm.usb0"), GadgetDir+"/configs/c.2/acm.usb0"); err != nil {
+	if err := m.Symlink("/"+gadget.FunctionDir("acm.usb0"), gadget.Dir+"/configs/c.2/acm.usb0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.manager().Stop(); err != nil || m.Exists(GadgetDir) {
-		t.Fatalf("Stop: %v; left %q", err, m.children(GadgetDir))
+	if _, err := m.manager().Stop(); err != nil || m.Exists(gadget.Dir) {
+		t.Fatalf("Stop: %v; left %q", err, m.children(gadget.Dir))
 	}
 }
 
@@ -392,7 +394,7 @@ func TestStartRelativeMouse(t *testing.T) {
 	m := newModel().withUDC("dummy_udc.0")
 	s := quick()
 	s.RelativeMouse = false
-	if r := started(t, m, s); !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1"}) || m.Exists(FunctionDir(MouseAlt)) {
+	if r := started(t, m, s); !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1"}) || m.Exists(gadget.FunctionDir(gadget.MouseAlt)) {
 		t.Errorf("without the relative mouse: %+v", r)
 	}
 	s.RelativeMouse = true
@@ -401,7 +403,7 @@ func TestStartRelativeMouse(t *testing.T) {
 		!strings.Contains(strings.Join(r.Notes, "\n"), "hid.usb2 is not in configuration c.1") {
 		t.Errorf("with the relative mouse: %+v", r)
 	}
-	if l, err := m.Readlink(GadgetDir + "/configs/c.1/" + MouseAlt); err != nil || l != "/"+FunctionDir(MouseAlt) {
+	if l, err := m.Readlink(gadget.Dir + "/configs/c.1/" + gadget.MouseAlt); err != nil || l != "/"+gadget.FunctionDir(gadget.MouseAlt) {
 		t.Errorf("configs/c.1/hid.usb2 -> %q, %v", l, err)
 	}
 	if r := started(t, m, s); r.Changed {
@@ -409,7 +411,7 @@ func TestStartRelativeMouse(t *testing.T) {
 	}
 	s.RelativeMouse = false
 	r = started(t, m, s)
-	if !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1"}) || m.Exists(FunctionDir(MouseAlt)) ||
+	if !slices.Equal(r.Nodes, []string{"/dev/hidg0", "/dev/hidg1"}) || m.Exists(gadget.FunctionDir(gadget.MouseAlt)) ||
 		!strings.Contains(strings.Join(r.Notes, "\n"), "hid.usb2 is in configuration c.1, not asked for") {
 		t.Errorf("turned off: %+v", r)
 	}

@@ -38,6 +38,18 @@ type Process interface {
 	Wait() error
 }
 
+// Prober asks the streamer program of a Launcher what it is, for
+// /api/info's system.streamer (info.StreamerProgram).
+type Prober struct {
+	Launcher Launcher
+}
+
+// Program returns the program's version and features.
+func (p Prober) Program(ctx context.Context) (string, map[string]bool, error) {
+	prog, err := p.Launcher.Probe(ctx)
+	return prog.Version, prog.Features, err
+}
+
 // Exec runs the ustreamer at Path (a path, or a name looked up in PATH).
 type Exec struct {
 	Path string

@@ -76,7 +76,7 @@ func TestLifecycle(t *testing.T) {
 	l := &streamertest.Launcher{StopDelay: 100 * time.Millisecond}
 	s := streamer.New(streamer.Config{
 		Launcher: l, Dir: shortDir(t), Clock: clock,
-		Capture:       func() (streamer.Capture, error) { return vivid, nil },
+		Video:         streamertest.Video{Device: vivid},
 		ShutdownDelay: 10 * time.Second, StatePoll: time.Hour,
 	})
 	run(t, s)
@@ -85,13 +85,7 @@ func TestLifecycle(t *testing.T) {
 	// pending delay (shutdown or restart).
 	waitTimers := func(n int) {
 		t.Helper()
-		done := make(chan struct{})
-		go func() { defer close(done); clock.BlockUntil(n) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("waiting for %d timers on the clock: not within 5 s", n)
-		}
+		testutil.BlockUntil(t, clock, n)
 	}
 	never2 := func() {
 		t.Helper()
@@ -177,7 +171,7 @@ func TestSetParamsRestarts(t *testing.T) {
 	l := &streamertest.Launcher{}
 	s := streamer.New(streamer.Config{
 		Launcher: l, Dir: shortDir(t), ResetDelay: time.Millisecond,
-		Capture: func() (streamer.Capture, error) { return vivid, nil },
+		Video: streamertest.Video{Device: vivid},
 	})
 	run(t, s)
 	defer s.Acquire()()
@@ -204,12 +198,62 @@ func TestSetParamsRestarts(t *testing.T) {
 	}
 }
 
+// TestNoClientForALeavingStreamer: once the daemon has decided to stop a
+// streamer (a reset, new params, the shutdown delay over), a client that
+// comes gets the next one, never the leaving one, which serves on while
+// it ends (a real one finishing its work after SIGTERM) and then cuts it:
+// PiKVM's page asks for a snapshot right after its reset, and got 503
+// about once in 30 tries when it was given the old streamer.
+func TestNoClientForALeavingStreamer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// leave makes the daemon decide to stop the running streamer,
+		// with release letting go of the test's hold on it.
+		leave func(t *testing.T, s *streamer.Streamer, l *streamertest.Launcher, release func())
+	}{
+		{"reset", func(t *testing.T, s *streamer.Streamer, _ *streamertest.Launcher, _ func()) {
+			s.Reset()
+		}},
+		{"new params", func(t *testing.T, s *streamer.Streamer, _ *streamertest.Launcher, _ func()) {
+			if err := s.SetParams(streamer.Change{"quality": "42"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"shutdown delay", func(t *testing.T, _ *streamer.Streamer, l *streamertest.Launcher, release func()) {
+			release()
+			eventually(t, 5*time.Second, "the stop after the shutdown delay", func() bool { return l.Procs()[0].Asked() })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &streamertest.Launcher{StopDelay: 300 * time.Millisecond}
+			s := streamer.New(streamer.Config{
+				Launcher: l, Dir: shortDir(t), ResetDelay: time.Millisecond, ShutdownDelay: 20 * time.Millisecond,
+				Video: streamertest.Video{Device: vivid},
+			})
+			run(t, s)
+			release := s.Acquire()
+			defer release()
+			if _, err := s.Snapshot(context.Background(), false, false, true); err != nil {
+				t.Fatalf("first snapshot: %v", err)
+			}
+			tc.leave(t, s, l, release)
+			if _, err := s.Snapshot(context.Background(), false, false, true); err != nil {
+				t.Fatalf("snapshot after the decision: %v", err)
+			}
+			// The snapshot came after the old streamer ended: from the next.
+			if n, old := l.Launches(), l.Procs()[0]; n != 2 || !old.Asked() || l.Running() != 1 {
+				t.Errorf("the snapshot came with %d streamers started, %d running: the leaving one served it", n, l.Running())
+			}
+		})
+	}
+}
+
 // TestNotInstalled: without ustreamer, the operations say so at once and
 // the state has no streamer.
 func TestNotInstalled(t *testing.T) {
 	s := streamer.New(streamer.Config{
 		Launcher: streamer.Exec{Path: "/nonexistent/ustreamer"}, Dir: shortDir(t),
-		Capture: func() (streamer.Capture, error) { return vivid, nil },
+		Video: streamertest.Video{Device: vivid},
 	})
 	run(t, s)
 	start := time.Now()
@@ -277,9 +321,7 @@ func TestRealUstreamer(t *testing.T) {
 	dir := shortDir(t)
 	s := streamer.New(streamer.Config{
 		Launcher: streamer.Exec{Path: path}, Dir: dir,
-		Capture: func() (streamer.Capture, error) {
-			return streamer.Capture{Device: "/dev/kvmd-test-no-such-video", Kind: hw.CaptureVivid}, nil
-		},
+		Video:         streamertest.Video{Device: streamer.Capture{Device: "/dev/kvmd-test-no-such-video", Kind: hw.CaptureVivid}},
 		ShutdownDelay: 500 * time.Millisecond, SnapshotTimeout: 300 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
@@ -362,5 +404,36 @@ func TestRealUstreamer(t *testing.T) {
 	close(stopCount)
 	if n := <-maxSeen; n != 1 {
 		t.Errorf("at most %d ustreamers ran at once, want 1", n)
+	}
+}
+
+// TestSocketRemoved: the socket is the Streamer's alone: gone when Run
+// returns, a stale one too (a streamer killed leaves its socket), while
+// its directory, the caller's, stays.
+func TestSocketRemoved(t *testing.T) {
+	dir := shortDir(t)
+	s := streamer.New(streamer.Config{Launcher: &streamertest.Launcher{}, Dir: dir, Video: streamertest.Video{Device: vivid}})
+	for _, started := range []bool{true, false} {
+		if !started {
+			if err := os.WriteFile(s.Socket(), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); s.Run(ctx) }()
+		if started {
+			release := s.Acquire()
+			eventually(t, 5*time.Second, "the socket", func() bool { _, err := os.Stat(s.Socket()); return err == nil })
+			release()
+		}
+		cancel()
+		<-done
+		if _, err := os.Lstat(s.Socket()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("started %v: the socket outlived Run: %v", started, err)
+		}
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("the directory went with it: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kvmd/hw"
+	"kvmd/subsystem"
 )
 
 // The keys of the state, kvmd's (kvmd/apps/kvmd/streamer/__init__.py),
@@ -48,8 +49,8 @@ func (s *Streamer) State(ctx context.Context) map[string]any {
 
 // compose builds the state around ss, ustreamer's /state result or nil.
 func (s *Streamer) compose(ss map[string]any) map[string]any {
-	c, cerr := s.cfg.Capture()
-	v := s.signal()
+	c, cerr := s.cfg.Video.Capture()
+	v := s.cfg.Video.Signal()
 	s.mu.Lock()
 	if cerr == nil {
 		s.capture = c
@@ -156,10 +157,14 @@ func applyStreamer(applied, ss map[string]any, f Features) {
 	}
 }
 
-// readyInstance is the running streamer, when it answers on its socket.
+// readyInstance is the running streamer, when it answers on its socket
+// and the daemon is not stopping it.
 func (s *Streamer) readyInstance() *instance {
 	s.mu.Lock()
 	cur := s.cur
+	if !s.usable(cur) {
+		cur = nil
+	}
 	s.mu.Unlock()
 	if cur == nil {
 		return nil
@@ -224,50 +229,34 @@ func (s *Streamer) fetchState(ctx context.Context) (map[string]any, error) {
 // watch publishes the state's changes until ctx ends: every state poll,
 // and at once when the streamer starts, stops or changes.
 func (s *Streamer) watch(ctx context.Context) {
-	t := s.cfg.Clock.NewTicker(s.cfg.StatePoll)
-	defer t.Stop()
-	for {
-		st := s.State(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		s.publish(st)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.Chan():
-		case <-s.note:
-		}
-	}
+	subsystem.Poll[map[string]any, map[string]any]{Every: s.cfg.StatePoll, Clock: s.cfg.Clock, Wake: s.note,
+		Read: s.State, Changes: s.diff}.Run(ctx, s.changes.Send)
 }
 
-// publish sends the parts of st that changed since the last, as kvmd's
-// poll_state does: limits go with a change of params or applied; the
-// features only in a full state.
-func (s *Streamer) publish(st map[string]any) {
-	enc := map[string][]byte{}
-	for _, k := range stateKeys {
-		enc[k], _ = json.Marshal(st[k])
-	}
+// diff keeps st as the last state (Current) and returns the parts of it
+// that changed since prev, as kvmd's poll_state does: limits go with a
+// change of params or applied; the features only in a full state. The
+// first state is no event: clients get it whole when they connect.
+func (s *Streamer) diff(prev *map[string]any, st map[string]any) []map[string]any {
 	s.mu.Lock()
-	prev := s.last
 	s.last = st
 	s.mu.Unlock()
 	if prev == nil {
-		return // the first state: clients get it whole when they connect
+		return nil
 	}
 	diff := map[string]any{}
 	for _, k := range stateKeys {
 		if k == "features" {
 			continue
 		}
-		old, _ := json.Marshal(prev[k])
-		if !bytes.Equal(old, enc[k]) {
+		old, _ := json.Marshal((*prev)[k])
+		cur, _ := json.Marshal(st[k])
+		if !bytes.Equal(old, cur) {
 			diff[k] = st[k]
 		}
 	}
 	if len(diff) == 0 {
-		return
+		return nil
 	}
 	if _, ok := diff["params"]; ok {
 		diff["limits"] = st["limits"]
@@ -275,7 +264,7 @@ func (s *Streamer) publish(st map[string]any) {
 	if _, ok := diff["applied"]; ok {
 		diff["limits"] = st["limits"]
 	}
-	s.cfg.Publish("streamer", diff)
+	return []map[string]any{diff}
 }
 
 // Current returns the last state the watcher saw, whole: what a new
@@ -296,7 +285,7 @@ func (s *Streamer) Current() map[string]any {
 // *ParamError or one of ErrQualityNotSupported, ErrResolutionNotSupported,
 // ErrH264NotSupported; then nothing changed.
 func (s *Streamer) SetParams(ch Change) error {
-	c, err := s.cfg.Capture()
+	c, err := s.cfg.Video.Capture()
 	s.mu.Lock()
 	if err == nil {
 		s.capture = c
@@ -312,13 +301,16 @@ func (s *Streamer) SetParams(ch Change) error {
 	}
 	old := s.params
 	s.params = p
-	running := s.cur != nil
+	restart := p.ustreamer() != old.ustreamer()
+	if restart && s.cur != nil {
+		// The reset asked in one step with the change: no client is
+		// given the streamer of the old params after this returns.
+		s.resetReq = true
+	}
 	s.mu.Unlock()
-	if p.ustreamer() != old.ustreamer() {
+	if restart {
 		s.log.Info("streamer params changed", "quality", p.Quality, "desired_fps", p.DesiredFPS, "resolution", p.Resolution)
-		if running {
-			s.Reset()
-		}
+		s.wake(s.kick)
 	}
 	if p.H264Bitrate != old.H264Bitrate || p.H264GOP != old.H264GOP {
 		// A new encoder, not a new ustreamer: the MJPEG clients go on.
@@ -418,7 +410,7 @@ func (s *Streamer) fetchSnapshot(ctx context.Context) (*Snapshot, error) {
 	snap.Online = resp.Header.Get("X-UStreamer-Online") == "true"
 	fmt.Sscan(resp.Header.Get("X-UStreamer-Width"), &snap.Width)
 	fmt.Sscan(resp.Header.Get("X-UStreamer-Height"), &snap.Height)
-	if snap.Online && signalAbsent(s.signal()) {
+	if snap.Online && signalAbsent(s.cfg.Video.Signal()) {
 		snap.Online = false
 		snap.Header.Set("X-UStreamer-Online", "false")
 	}
@@ -460,7 +452,7 @@ func (s *Streamer) Snapshot(ctx context.Context, save, load, allowOffline bool) 
 			break
 		}
 		snap = got
-		if snap.Online || signalAbsent(s.signal()) || time.Now().After(deadline) {
+		if snap.Online || signalAbsent(s.cfg.Video.Signal()) || time.Now().After(deadline) {
 			break
 		}
 		select {

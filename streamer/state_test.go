@@ -16,6 +16,7 @@ import (
 	"kvmd/hw"
 	"kvmd/streamer"
 	"kvmd/streamer/streamertest"
+	"kvmd/subsystem"
 )
 
 // recorder keeps the published events.
@@ -35,6 +36,22 @@ func (r *recorder) publish(typ string, ev any) {
 		ev  any
 	}{typ, ev})
 }
+
+// watch records the events of s's "streamer" and "clients" subsystems
+// until t ends.
+func (r *recorder) watch(t *testing.T, s *streamer.Streamer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, sub := range []subsystem.Subsystem{
+		subsystem.Of[map[string]any](streamer.Subsystem{S: s}), subsystem.Of[streamer.Clients](streamer.ClientsSubsystem{S: s}),
+	} {
+		wg.Go(func() { subsystem.Watch(ctx, sub, r) })
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// Publish records an event.
+func (r *recorder) Publish(typ string, ev any) { r.publish(typ, ev) }
 
 // find returns the last event of typ whose JSON satisfies ok.
 func (r *recorder) find(typ string, ok func(map[string]any) bool) map[string]any {
@@ -95,8 +112,9 @@ func TestState(t *testing.T) {
 	l := &streamertest.Launcher{Width: 1280, Height: 720, Source: bars}
 	s := streamer.New(streamer.Config{
 		Launcher: l, Dir: shortDir(t), StatePoll: 20 * time.Millisecond, ResetDelay: time.Millisecond,
-		Capture: func() (streamer.Capture, error) { return vivid, nil }, Signal: video, Publish: rec.publish,
+		Video: streamertest.Video{Device: vivid, Read: video},
 	})
+	rec.watch(t, s)
 	run(t, s)
 	ctx := context.Background()
 
@@ -117,9 +135,9 @@ func TestState(t *testing.T) {
 	}
 
 	defer s.AddViewer()()
-	if rec.find("clients", func(m map[string]any) bool { return m["count"] == 1.0 }) == nil {
-		t.Error("no clients event with the count")
-	}
+	eventually(t, 5*time.Second, "a clients event with the count", func() bool {
+		return rec.find("clients", func(m map[string]any) bool { return m["count"] == 1.0 }) != nil
+	})
 	var ss map[string]any
 	eventually(t, 5*time.Second, "the streamer's state", func() bool {
 		st = jsonOf(s.State(ctx))
@@ -179,8 +197,9 @@ func TestSnapshot(t *testing.T) {
 	l := &streamertest.Launcher{Width: 1920, Height: 1080, Source: bars}
 	s := streamer.New(streamer.Config{
 		Launcher: l, Dir: shortDir(t), StatePoll: 20 * time.Millisecond,
-		Capture: func() (streamer.Capture, error) { return vivid, nil }, Publish: rec.publish,
+		Video: streamertest.Video{Device: vivid},
 	})
+	rec.watch(t, s)
 	run(t, s)
 	ctx := context.Background()
 	if _, err := s.Snapshot(ctx, false, true, false); !errors.Is(err, streamer.ErrNoSnapshot) {

@@ -20,6 +20,7 @@ import (
 	"kvmd/h264"
 	"kvmd/hw"
 	"kvmd/internal/backoff"
+	"kvmd/subsystem"
 )
 
 // Defaults of Config's durations. The delays are kvmd's
@@ -39,8 +40,9 @@ const (
 	SocketName = "ustreamer.sock"
 )
 
-// The restart after the streamer died is internal/backoff's: 1 s, doubled
-// at each death that follows within 30 s of its start, up to 30 s.
+// The restart backoff after the streamer died is package backoff's: 1 s,
+// doubled at each death that follows within backoff.Stable of its start,
+// up to backoff.Max.
 const (
 	// killAfter is how long a streamer asked to stop (SIGTERM) has before
 	// it is killed. It is real time, whatever the clock: it waits for a
@@ -68,15 +70,14 @@ type Config struct {
 	// Launcher starts the streamer (Exec{Path: "ustreamer"} on a device).
 	Launcher Launcher
 	// Dir is the directory of the streamer's socket, which only the
-	// daemon's user may enter.
+	// daemon's user may enter. The socket (SocketName) is the Streamer's:
+	// it makes it anew for each streamer and removes it when Run ends;
+	// the directory is the caller's.
 	Dir string
-	// Capture finds the capture device at each start (FindCapture); a USB
-	// dongle may come and go.
-	Capture func() (Capture, error)
-	// Signal is the daemon's own reading of the capture (hw.ReadVideo):
-	// the truth for the signal, which ustreamer 4.9 does not report. Nil,
-	// or a nil answer: not known.
-	Signal func() *hw.Video
+	// Video is the daemon's own reading of the capture (Machine on a
+	// device): the capture device, found at each start, and its signal.
+	// Nil: no capture device (ErrNoCapture), the signal not known.
+	Video Video
 
 	// The params' defaults and limits (kvmd's streamer section); zero
 	// takes kvmd's defaults, and Resolutions DongleResolutions.
@@ -104,10 +105,6 @@ type Config struct {
 	// restart backoff and the state poll. Nil: the real clock.
 	Clock clockwork.Clock
 	Log   *slog.Logger
-	// Publish receives the events for /api/ws: "streamer" with the parts
-	// of the state that changed (kvmd's granularity), "clients" with the
-	// count of WebSocket stream clients. It must not block.
-	Publish func(eventType string, event any)
 }
 
 // Streamer runs ustreamer on demand and answers for it. Create it with
@@ -135,6 +132,10 @@ type Streamer struct {
 	saved    *Snapshot
 	last     map[string]any // the last state published
 	preview  previewCache
+
+	// The changes of the "streamer" and "clients" subsystems.
+	changes subsystem.Sink[map[string]any]
+	clients subsystem.Sink[Clients]
 }
 
 // instance is one run of the streamer.
@@ -144,7 +145,10 @@ type instance struct {
 	ready   chan struct{} // closed when its socket accepts connections
 	exited  chan struct{} // closed when it ended; err is then set
 	err     error
-	stopped atomic.Bool // the daemon asked it to end
+	// leaving says the daemon decided to stop it (a reset, new params,
+	// the shutdown delay over, the daemon's end): it serves on while it
+	// ends, but no client that comes is given it. Guarded by Streamer.mu.
+	leaving bool
 }
 
 // New returns a streamer for cfg.
@@ -181,11 +185,8 @@ func New(cfg Config) *Streamer {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Publish == nil {
-		cfg.Publish = func(string, any) {}
-	}
-	if cfg.Capture == nil {
-		cfg.Capture = func() (Capture, error) { return Capture{}, ErrNoCapture }
+	if cfg.Video == nil {
+		cfg.Video = noVideo{}
 	}
 	if cfg.H264Bitrate == 0 {
 		cfg.H264Bitrate = h264.DefaultBitrate
@@ -205,10 +206,7 @@ func New(cfg Config) *Streamer {
 		cfg.H264.SetSettings(cfg.H264Bitrate, cfg.H264GOP)
 	}
 	s.hc = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", s.sock)
-		},
+		DialContext: s.dial,
 		// One connection per request: a restarted streamer leaves no
 		// pooled connection to the old one behind.
 		DisableKeepAlives: true,
@@ -234,6 +232,12 @@ type H264 interface {
 // Changed says the H.264 encoding's status changed: the state watcher
 // looks at once rather than at its next poll.
 func (s *Streamer) Changed() { s.wake(s.note) }
+
+// dial connects to the streamer's socket, whatever the address asked.
+func (s *Streamer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", s.sock)
+}
 
 // Socket is the path of the streamer's unix socket.
 func (s *Streamer) Socket() string { return s.sock }
@@ -267,14 +271,14 @@ func (s *Streamer) Acquire() (release func()) {
 
 // AddViewer counts a WebSocket client that asked for the stream (kvmd's
 // stream=1): it holds the streamer as Acquire does, and the "clients"
-// event carries the count.
+// subsystem's event carries the count.
 func (s *Streamer) AddViewer() (remove func()) {
 	release := s.Acquire()
 	s.mu.Lock()
 	s.viewers++
 	n := s.viewers
 	s.mu.Unlock()
-	s.cfg.Publish("clients", map[string]int{"count": n})
+	s.clients.Send(Clients{Count: n})
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -283,7 +287,7 @@ func (s *Streamer) AddViewer() (remove func()) {
 			n := s.viewers
 			s.mu.Unlock()
 			release()
-			s.cfg.Publish("clients", map[string]int{"count": n})
+			s.clients.Send(Clients{Count: n})
 		})
 	}
 }
@@ -296,7 +300,8 @@ func (s *Streamer) Viewers() int {
 }
 
 // Reset restarts the streamer if it runs (kvmd's /streamer/reset): it
-// stops at once and starts again after the reset delay.
+// stops at once and starts again after the reset delay. A client that
+// comes once Reset has returned waits for the new one.
 func (s *Streamer) Reset() {
 	s.mu.Lock()
 	s.resetReq = true
@@ -329,15 +334,36 @@ func (s *Streamer) setCur(inst *instance, err error) {
 	s.wake(s.note)
 }
 
-func (s *Streamer) wanted() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refs > 0 || s.cfg.Forever
+// usable says whether a client that comes now may be given inst: it runs
+// and the daemon has not decided to stop it, nor been asked to (a reset
+// Run has not taken yet). Called with s.mu held.
+func (s *Streamer) usable(inst *instance) bool {
+	return inst != nil && !inst.leaving && !s.resetReq
 }
 
-// Run runs the streamer while it is wanted, and watches its state for
-// Publish, until ctx ends; then it stops the streamer and returns.
+// leaveIfUnwanted marks inst leaving if no client wants the streamer, in
+// one step with the look at the clients: one that comes after it waits
+// for the next streamer, rather than being given this one as it stops.
+func (s *Streamer) leaveIfUnwanted(inst *instance) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refs > 0 || s.cfg.Forever {
+		return false
+	}
+	inst.leaving = true
+	return true
+}
+
+// Run runs the streamer while it is wanted, and watches its state for the
+// "streamer" subsystem's changes, until ctx ends; then it stops the
+// streamer and returns. It says at once whether there is a streamer
+// program to run.
 func (s *Streamer) Run(ctx context.Context) {
+	if p, err := s.cfg.Launcher.Probe(ctx); err != nil {
+		s.log.Warn("no video streamer: the streamer endpoints answer 503 until one is installed", "err", err)
+	} else {
+		s.log.Info("video streamer", "version", p.Version, "socket", s.sock)
+	}
 	watchDone := make(chan struct{})
 	wctx, stopWatch := context.WithCancel(ctx)
 	go func() { defer close(watchDone); s.watch(wctx) }()
@@ -346,7 +372,7 @@ func (s *Streamer) Run(ctx context.Context) {
 	var (
 		cur          *instance
 		stopT, waitT backoff.Timer
-		failures     int
+		restarts     backoff.Backoff
 	)
 	defer func() {
 		stopT.Stop()
@@ -355,12 +381,22 @@ func (s *Streamer) Run(ctx context.Context) {
 			s.stop(cur, "the daemon is stopping")
 			s.setCur(nil, nil)
 		}
+		// The socket is the streamer's alone: removed here before
+		// each start (start), and at the end.
+		if err := os.Remove(s.sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("the streamer's socket could not be removed", "socket", s.sock, "err", err)
+		}
 	}()
 	for {
 		s.mu.Lock()
 		want := s.refs > 0 || s.cfg.Forever
 		reset, retry := s.resetReq, s.retry
 		s.resetReq, s.retry = false, false
+		if reset && cur != nil {
+			// Marked with the request taken, so that no client is given
+			// it between the two.
+			cur.leaving = true
+		}
 		permanent := errors.Is(s.lastErr, ErrNotInstalled) || errors.Is(s.lastErr, ErrNoCapture)
 		s.mu.Unlock()
 
@@ -384,8 +420,7 @@ func (s *Streamer) Run(ctx context.Context) {
 		if want && cur == nil && !waitT.Set() {
 			inst, err := s.start(ctx)
 			if err != nil {
-				failures++
-				d := backoff.Delay(failures)
+				d := restarts.Ended(0)
 				s.log.Warn("streamer not started", "err", err, "retry_in", d.String())
 				s.setCur(nil, err)
 				waitT.Start(s.cfg.Clock, d)
@@ -401,7 +436,7 @@ func (s *Streamer) Run(ctx context.Context) {
 		if !want && cur == nil {
 			// Nobody waits for a restart: none until a client comes.
 			waitT.Stop()
-			failures = 0
+			restarts.Reset()
 		}
 
 		var exited <-chan struct{}
@@ -414,21 +449,17 @@ func (s *Streamer) Run(ctx context.Context) {
 		case <-s.kick:
 		case <-stopT.C():
 			stopT.Fired()
-			if !s.wanted() && cur != nil {
+			if cur != nil && s.leaveIfUnwanted(cur) {
 				s.stop(cur, "no clients")
 				cur = nil
 				s.setCur(nil, nil)
-				failures = 0
+				restarts.Reset()
 			}
 		case <-waitT.C():
 			waitT.Fired()
 		case <-exited:
 			ran := s.cfg.Clock.Since(cur.started)
-			if ran >= backoff.StableAfter {
-				failures = 0
-			}
-			failures++
-			d := backoff.Delay(failures)
+			d := restarts.Ended(ran)
 			s.log.Warn("streamer exited", "pid", cur.proc.Pid(), "err", cur.err, "ran", ran.Round(time.Millisecond).String(), "restart_in", d.String())
 			err := fmt.Errorf("%w: %v", ErrExited, cur.err)
 			cur = nil
@@ -457,7 +488,7 @@ func (s *Streamer) start(ctx context.Context) (*instance, error) {
 		s.program = prog
 		s.mu.Unlock()
 	}
-	c, err := s.cfg.Capture()
+	c, err := s.cfg.Video.Capture()
 	if err != nil {
 		return nil, err
 	}
@@ -527,7 +558,9 @@ func (s *Streamer) waitSocket(inst *instance) {
 
 // stop ends inst and waits for its end: never two streamers at once.
 func (s *Streamer) stop(inst *instance, why string) {
-	inst.stopped.Store(true)
+	s.mu.Lock()
+	inst.leaving = true
+	s.mu.Unlock()
 	s.log.Info("stopping the streamer", "pid", inst.proc.Pid(), "why", why)
 	inst.proc.Stop()
 	select {
@@ -564,8 +597,9 @@ func (s *Streamer) logLine(pid int, line string) {
 }
 
 // waitReady waits until a streamer runs and answers on its socket, for at
-// most the start timeout. A start that found no program or no capture
-// device ends the wait at once with its error.
+// most the start timeout: never one the daemon is stopping. A start that
+// found no program or no capture device ends the wait at once with its
+// error.
 func (s *Streamer) waitReady(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
@@ -575,6 +609,11 @@ func (s *Streamer) waitReady(ctx context.Context) (*instance, error) {
 	for {
 		s.mu.Lock()
 		cur, changed, lastErr, attempts := s.cur, s.changed, s.lastErr, s.attempts
+		if cur != nil && !s.usable(cur) {
+			// Stopping: the next one will do, once Run has
+			// replaced it (changed).
+			cur = nil
+		}
 		s.mu.Unlock()
 		var ready <-chan struct{}
 		if cur != nil {
@@ -606,11 +645,4 @@ func signalAbsent(v *hw.Video) bool {
 		return true
 	}
 	return false
-}
-
-func (s *Streamer) signal() *hw.Video {
-	if s.cfg.Signal == nil {
-		return nil
-	}
-	return s.cfg.Signal()
 }

@@ -31,13 +31,13 @@ import (
 	"time"
 
 	"kvmd/auth"
+	"kvmd/gadget"
 	"kvmd/hid"
 	"kvmd/hid/hidtest"
 	"kvmd/hw"
 	"kvmd/internal/colorbars"
 	"kvmd/internal/testutil"
 	"kvmd/internal/viewertest"
-	"kvmd/otg"
 )
 
 // The users of the tests, their roles in the roles file.
@@ -363,11 +363,11 @@ func (e *env) typed(want string) string {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		got := e.host.ReadAll(otg.Keyboard, 300*time.Millisecond)
+		got := e.host.ReadAll(gadget.Keyboard, 300*time.Millisecond)
 		reports = append(reports, got...)
 		if s := decode(); s == want && (want != "" || len(got) == 0) || time.Now().After(deadline) {
 			// Then what comes within 300 ms more: nothing, if want was all.
-			reports = append(reports, e.host.ReadAll(otg.Keyboard, 300*time.Millisecond)...)
+			reports = append(reports, e.host.ReadAll(gadget.Keyboard, 300*time.Millisecond)...)
 			return decode()
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"kvmd/auth"
-	"kvmd/otg"
+	"kvmd/gadget"
 )
 
 // TestPicture: a Tight client at a quality the stream gives gets the
@@ -176,7 +176,7 @@ func TestKeys(t *testing.T) {
 	c.key('a', true)
 	e.typed("a")
 	c.raw.Close()
-	r, err := e.host.Read(otg.Keyboard, 5*time.Second)
+	r, err := e.host.Read(gadget.Keyboard, 5*time.Second)
 	if err != nil || !bytes.Equal(r, make([]byte, 8)) {
 		t.Errorf("after the client left: report %x %v, want everything released", r, err)
 	}
@@ -191,7 +191,7 @@ func TestKeys(t *testing.T) {
 	if got := e.typed(""); got != "" {
 		t.Errorf("a viewer typed %q", got)
 	}
-	if r := e.host.ReadAll(otg.Mouse, 100*time.Millisecond); len(r) > 0 {
+	if r := e.host.ReadAll(gadget.Mouse, 100*time.Millisecond); len(r) > 0 {
 		t.Errorf("a viewer moved the mouse: %x", r)
 	}
 	if !strings.Contains(e.logs.String(), "VNC input dropped: this user may only watch") {
@@ -213,7 +213,7 @@ func TestPointer(t *testing.T) {
 	var got [][]byte
 	deadline := time.Now().Add(5 * time.Second)
 	for len(got) < 5 && time.Now().Before(deadline) {
-		if r, err := e.host.Read(otg.Mouse, 200*time.Millisecond); err == nil {
+		if r, err := e.host.Read(gadget.Mouse, 200*time.Millisecond); err == nil {
 			got = append(got, r)
 		}
 	}
@@ -443,7 +443,7 @@ func TestMalformed(t *testing.T) {
 			// Control pressed, then everything released.
 			var last []byte
 			for deadline := time.Now().Add(5 * time.Second); !bytes.Equal(last, make([]byte, 8)) && time.Now().Before(deadline); {
-				if r, err := e.host.Read(otg.Keyboard, 100*time.Millisecond); err == nil {
+				if r, err := e.host.Read(gadget.Keyboard, 100*time.Millisecond); err == nil {
 					last = r
 				}
 			}

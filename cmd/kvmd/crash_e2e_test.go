@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/sys/unix"
@@ -75,14 +76,19 @@ func lockDir(t *testing.T, dir string) *dirLock {
 func (l *dirLock) unlock() { l.f.Close() }
 
 // waitFlock waits up to d for pid to hold a flock (holding) or to wait
-// for one (!holding).
-func waitFlock(t *testing.T, pid int, holding bool, d time.Duration) bool {
+// for one (!holding). It gives up early, false, once over is closed.
+func waitFlock(t *testing.T, pid int, holding bool, d time.Duration, over <-chan struct{}) bool {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
 		h, w := flocks(t)
 		if slices.Contains(h, pid) && holding || slices.Contains(w, pid) && !holding {
 			return true
+		}
+		select {
+		case <-over:
+			return false
+		default:
 		}
 		if time.Now().After(deadline) {
 			return false
@@ -91,33 +97,118 @@ func waitFlock(t *testing.T, pid int, holding bool, d time.Duration) bool {
 	}
 }
 
-// killBetweenLocks runs start, which makes process pid change the
-// credential files in dir, and kills it with SIGKILL between two of its
-// flocks of dir, if it takes more than one: the test holds the lock when
-// pid first waits for it, lets it go, waits until pid holds it, and waits
-// for it again, so that it holds the lock when pid next asks. A writer
+// killBetweenLocks runs start, which makes a process change the
+// credential files in dir and returns its pid and a channel closed when
+// the change is over (the command exited, the request answered), lets the
+// process through skip+1 of its takes of the flock of dir and kills it
+// with SIGKILL when it asks for the next: the test holds the lock when the
+// process waits for it, lets it go, waits until the process has closed a
+// file of dir (which it reads and writes under the lock), and takes the
+// lock again, so that it holds it when the process next asks. A writer
 // that takes the lock once for its whole change is seen either before or
-// after it, never inside. It reports whether pid was killed.
-func killBetweenLocks(t *testing.T, dir string, pid func() int, start func()) bool {
+// after it, never inside. It reports whether the process was killed.
+//
+// The files' closes are seen through inotify, whose events wait in a
+// queue: a look at /proc/locks for the process holding the lock missed
+// the holds shorter than the test's polls, on a loaded machine most of
+// them, and the test then took the lock only after the next take. A
+// process whose next take comes before the test's, or that takes no more,
+// is not killed (false); one that neither touches the files nor ends its
+// change is stuck: that fails.
+func killBetweenLocks(t *testing.T, dir string, skip int, start func() (pid int, over <-chan struct{})) bool {
 	t.Helper()
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(in)
+	if _, err := unix.InotifyAddWatch(in, dir, unix.IN_CLOSE_NOWRITE|unix.IN_CLOSE_WRITE); err != nil {
+		t.Fatal(err)
+	}
 	l := lockDir(t, dir)
-	start()
-	p := pid()
-	if !waitFlock(t, p, false, 10*time.Second) {
-		l.unlock()
+	p, over := start()
+	// Whatever happened, the change is over before the files are
+	// checked (this runs after the unlocks below).
+	defer func() {
+		select {
+		case <-over:
+		case <-time.After(30 * time.Second):
+			t.Errorf("process %d's change not over within 30 s of the test's last look", p)
+		}
+	}()
+	defer func() { l.unlock() }() // a second close of an unlocked one is harmless
+	if !waitFlock(t, p, false, 10*time.Second, nil) {
 		t.Fatalf("process %d never waited for the lock of %s", p, dir)
 	}
-	l.unlock()
-	if !waitFlock(t, p, true, 5*time.Second) {
-		t.Fatalf("process %d never took the lock of %s", p, dir)
-	}
-	l = lockDir(t, dir)
-	defer l.unlock()
-	if !waitFlock(t, p, false, 100*time.Millisecond) {
-		return false
+	for range skip + 1 {
+		drainEvents(t, in) // the test's own, and none of the process's yet
+		l.unlock()
+		if !waitFileClosed(t, in, 10*time.Second, over) {
+			select {
+			case <-over:
+				return false
+			default:
+				t.Fatalf("process %d neither touched a file of %s nor ended its change within 10 s", p, dir)
+			}
+		}
+		l = lockDir(t, dir)
+		// Long enough for a password's hash between two takes on a
+		// loaded machine; a process that ends its change ends the wait.
+		if !waitFlock(t, p, false, 2*time.Second, over) {
+			return false
+		}
 	}
 	syscall.Kill(p, syscall.SIGKILL)
 	return true
+}
+
+// drainEvents reads and drops the inotify events waiting on in.
+func drainEvents(t *testing.T, in int) {
+	t.Helper()
+	for readEvents(t, in, 0) != nil {
+	}
+}
+
+// waitFileClosed waits up to d for inotify's in to say that a file of the
+// watched directory (not the directory itself: the lock's open) was
+// closed. It gives up early, false, once over is closed.
+func waitFileClosed(t *testing.T, in int, d time.Duration, over <-chan struct{}) bool {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		for buf := readEvents(t, in, 10*time.Millisecond); len(buf) >= unix.SizeofInotifyEvent; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[0]))
+			if ev.Len > 0 {
+				return true
+			}
+			buf = buf[unix.SizeofInotifyEvent+int(ev.Len):]
+		}
+		select {
+		case <-over:
+			return false
+		default:
+		}
+	}
+	return false
+}
+
+// readEvents returns the inotify events waiting on in, after waiting up
+// to d for some; nil when none came.
+func readEvents(t *testing.T, in int, d time.Duration) []byte {
+	t.Helper()
+	n, err := unix.Poll([]unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}}, int(d.Milliseconds()))
+	if errors.Is(err, unix.EINTR) || n == 0 {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	n, err = unix.Read(in, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:n]
 }
 
 // crashFixture is a users file of admin (no role line: an admin, as every
@@ -263,63 +354,92 @@ func fileText(t *testing.T, path string) string {
 // users, roles and tokens files between its file writes, from the command
 // line and through the API: a new viewer must not come back as an admin,
 // and a removed user's token must not let the re-created name in. Each
-// case tries until a kill landed between two writes or five attempts
-// found none: a writer that changes the files under one lock leaves no
-// such point (the kills inside its change are TestCrashInsideChange's,
-// in package auth).
+// attempt kills one gap between takes of the lock later than the last,
+// if that killed (a writer that took the lock once per file is killed
+// between two files), and each case goes on until wantKills attempts
+// killed, failing if maxAttempts did not get there: an attempt whose
+// writer took the lock again before the test could (a gap of
+// microseconds, most often lost on a loaded machine) is checked but not
+// counted, and a case whose kills never land shows nothing. (A writer
+// that changes the files under one lock has no such point inside its
+// change; the kills inside it are TestCrashInsideChange's, in package
+// auth.)
 func TestKillBetweenFileWrites(t *testing.T) {
+	const wantKills, maxAttempts = 3, 40
 	tmpl := crashTemplate(t)
 	cases := []struct {
 		name  string
-		run   func(t *testing.T, f *crashFixture) bool // reports a kill
+		run   func(t *testing.T, f *crashFixture, skip int) bool // reports a kill
 		check func(t *testing.T, f *crashFixture)
 	}{
-		{"kvmd user add --role viewer", func(t *testing.T, f *crashFixture) bool {
+		{"kvmd user add --role viewer", func(t *testing.T, f *crashFixture, skip int) bool {
 			cmd := exec.Command(kvmdBin, "user", "add", "eve", "--role", "viewer", "--users", f.users)
 			cmd.Stdin = strings.NewReader("eve-pw\n")
-			defer cmd.Wait()
-			return killBetweenLocks(t, f.dir, func() int { return cmd.Process.Pid }, func() { mustStart(t, cmd) })
+			return killBetweenLocks(t, f.dir, skip, startCmd(t, cmd))
 		}, eveIsNoAdmin},
-		{"POST /api/auth/users viewer", func(t *testing.T, f *crashFixture) bool {
-			d, base := f.serve(t)
-			return killBetweenLocks(t, f.dir, func() int { return d.cmd.Process.Pid }, func() {
-				go do(t, "POST", base+"/api/auth/users", `{"name":"eve","passwd":"eve-pw","role":"viewer"}`, nil)
-			})
+		{"POST /api/auth/users viewer", func(t *testing.T, f *crashFixture, skip int) bool {
+			return killBetweenLocks(t, f.dir, skip, f.request(t, "POST", "/api/auth/users", `{"name":"eve","passwd":"eve-pw","role":"viewer"}`))
 		}, eveIsNoAdmin},
-		{"kvmd user del", func(t *testing.T, f *crashFixture) bool {
+		{"kvmd user del", func(t *testing.T, f *crashFixture, skip int) bool {
 			cmd := exec.Command(kvmdBin, "user", "del", "bob", "--users", f.users)
-			defer cmd.Wait()
-			return killBetweenLocks(t, f.dir, func() int { return cmd.Process.Pid }, func() { mustStart(t, cmd) })
+			return killBetweenLocks(t, f.dir, skip, startCmd(t, cmd))
 		}, tokenIsDead},
-		{"DELETE /api/auth/users", func(t *testing.T, f *crashFixture) bool {
-			d, base := f.serve(t)
-			return killBetweenLocks(t, f.dir, func() int { return d.cmd.Process.Pid }, func() {
-				go do(t, "DELETE", base+"/api/auth/users?name=bob", "", nil)
-			})
+		{"DELETE /api/auth/users", func(t *testing.T, f *crashFixture, skip int) bool {
+			return killBetweenLocks(t, f.dir, skip, f.request(t, "DELETE", "/api/auth/users?name=bob", ""))
 		}, tokenIsDead},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			kills := 0
-			for attempt := 0; attempt < 5 && kills == 0; attempt++ {
+			kills, attempts, skip := 0, 0, 0
+			for kills < wantKills && attempts < maxAttempts {
+				attempts++
 				f := tmpl.copy(t)
-				if tc.run(t, f) {
+				killed := tc.run(t, f, skip)
+				if killed {
 					kills++
 				}
 				tc.check(t, f)
 				if t.Failed() {
-					t.Fatalf("attempt %d, killed between two of its takes of the lock: %v", attempt+1, kills > 0)
+					t.Fatalf("attempt %d, let through %d takes of the lock, killed when asking for the next: %v", attempts, skip+1, killed)
+				}
+				// The next attempt kills at the next gap, or, past the
+				// writer's last take, at the first again.
+				skip++
+				if !killed {
+					skip = 0
 				}
 			}
-			t.Logf("killed between two of its takes of the lock: %v", kills > 0)
+			if kills < wantKills {
+				t.Fatalf("only %d of %d attempts killed the writer between two of its takes of the lock; want %d", kills, attempts, wantKills)
+			}
+			t.Logf("%d of %d attempts killed the writer between two of its takes of the lock", kills, attempts)
 		})
 	}
 }
 
-func mustStart(t *testing.T, cmd *exec.Cmd) {
-	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+// startCmd is killBetweenLocks's start for a command: its change is over
+// when it has exited (and been waited for, before the test goes on).
+func startCmd(t *testing.T, cmd *exec.Cmd) func() (int, <-chan struct{}) {
+	return func() (int, <-chan struct{}) {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		over := make(chan struct{})
+		go func() { cmd.Wait(); close(over) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-over })
+		return cmd.Process.Pid, over
+	}
+}
+
+// request is killBetweenLocks's start for a write through the API of a
+// daemon on the fixture's files: its change is over when it has been
+// answered (or the daemon killed).
+func (f *crashFixture) request(t *testing.T, method, path, body string) func() (int, <-chan struct{}) {
+	d, base := f.serve(t)
+	return func() (int, <-chan struct{}) {
+		over := make(chan struct{})
+		go func() { do(t, method, base+path, body, nil); close(over) }()
+		return d.cmd.Process.Pid, over
 	}
 }
 
@@ -439,7 +559,17 @@ func TestKillLoop(t *testing.T) {
 	f := &crashFixture{dir: dir, users: users}
 	m := &killModel{roles: map[string]string{"admin": "admin"}, live: map[string]killToken{}, dead: map[string]string{}}
 	var pending *killOp
-	est := map[string]time.Duration{} // how long each kind of write took when not killed
+	// The kills' delays are drawn over how long a write of the kind takes
+	// now, measured on a write of it let through whole: the first of each
+	// kind and one in measureEvery after, so that the delays follow the
+	// machine's speed as other work comes and goes. (Learnt only from
+	// the writes that outran their kill, the estimate stayed where the
+	// first ones left it, 100 ms: with three cores busy every kill landed
+	// in the first 125 ms of writes that hashed a password for longer,
+	// none at their end, where the files change: 0 inside in 1000.)
+	const measureEvery = 4
+	est := map[string]time.Duration{}
+	seen := map[string]int{} // writes of each kind so far
 	// At least wantKills kills in flight, and wantInside of them inside a
 	// change of the files: FILE.pending found at the restart (written
 	// before the first file, removed after the last). From one kill in ten
@@ -465,11 +595,12 @@ func TestKillLoop(t *testing.T) {
 		op := m.nextOp(rnd)
 		pending = &op
 		writes++
-		limit := est[op.name]
-		if limit == 0 {
-			limit = 100 * time.Millisecond
+		measure := seen[op.name]%measureEvery == 0
+		seen[op.name]++
+		var delay time.Duration
+		if !measure {
+			delay = time.Duration(rnd.Int64N(int64(est[op.name])*5/4 + 1))
 		}
-		delay := time.Duration(rnd.Int64N(int64(limit) * 5 / 4))
 		type result struct {
 			status int
 			body   []byte
@@ -482,17 +613,20 @@ func TestKillLoop(t *testing.T) {
 			res <- result{st, b, time.Since(sent)}
 		}()
 		var r result
-		select {
-		case r = <-res:
-			est[op.name] = max(est[op.name], r.took)
-			d.cmd.Process.Kill() // after the write: no kill inside it
-		case <-time.After(delay):
-			d.cmd.Process.Kill()
+		if measure {
 			r = <-res
-			if r.status == 0 {
-				kills++
-			} else {
-				est[op.name] = max(est[op.name], r.took)
+			est[op.name] = r.took
+			d.cmd.Process.Kill() // after the write: no kill inside it
+		} else {
+			select {
+			case r = <-res:
+				d.cmd.Process.Kill() // after the write: no kill inside it
+			case <-time.After(delay):
+				d.cmd.Process.Kill()
+				r = <-res
+				if r.status == 0 {
+					kills++
+				}
 			}
 		}
 		<-d.done

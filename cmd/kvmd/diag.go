@@ -8,57 +8,16 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
 	"golang.org/x/term"
 
+	"kvmd/daemon"
 	"kvmd/diag"
-	"kvmd/httpd"
-	"kvmd/hw"
-	"kvmd/info"
 	"kvmd/internal/atomicfile"
 )
-
-// newBundle is a support bundle of the device cfg describes: the same
-// root, journal and files as serve, the secrets of its users, 2FA, TLS
-// and backend files removed. counts is the daemon's authenticator, nil
-// outside the daemon.
-func newBundle(cfg Config, src diag.InfoSource, v4l2 hw.V4L2, counts diag.AuthCounts, identities bool, progress func(diag.Result)) (*diag.Bundle, error) {
-	fs := hw.New(cfg.Root)
-	host, _ := fs.Hostname()
-	r, err := diag.NewRedactor(diag.Secrets{
-		Users: cfg.Users,
-		Files: []string{cfg.TOTPSecret, cfg.TLSKey, cfg.RADIUSSecretFile, cfg.HTTPAuthSecretFile, cfg.WebRTCICECredentialsFile},
-		Names: cfg.AuthLocalUsers,
-	}, identities, host)
-	if err != nil {
-		return nil, err
-	}
-	settings, err := yaml.Marshal(cfg)
-	if err != nil {
-		settings = fmt.Appendf(nil, "# cannot encode the configuration: %v\n", err)
-	}
-	return diag.New(diag.Config{
-		FS: fs, Info: src, V4L2: v4l2, Version: version, Settings: settings, Redactor: r, Progress: progress, Auth: counts,
-		Journal: diag.Journal{Dir: cfg.JournalDir, Units: cfg.LogUnits},
-	}), nil
-}
-
-// diagSource serves GET /api/diagnostics from the daemon's own readers,
-// with its authenticator's count of failed logins.
-func diagSource(cfg Config, src *info.Source, v4l2 hw.V4L2, counts diag.AuthCounts) httpd.DiagSource {
-	return func(identities bool) (httpd.DiagBundle, error) {
-		b, err := newBundle(cfg, src, v4l2, counts, identities, nil)
-		if err != nil {
-			return nil, err
-		}
-		return b, nil
-	}
-}
 
 // defaultConfigFile is the config file kvmd.service runs serve with.
 const defaultConfigFile = "/etc/kvmd/kvmd.yaml"
@@ -83,8 +42,8 @@ func diagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("diag takes no arguments, got %q", fs.Args())
 	}
-	cfg := defaultConfig()
-	if err := loadConfig(path, &cfg); err != nil && !(path == defaultConfigFile && errors.Is(err, iofs.ErrNotExist)) {
+	cfg := daemon.DefaultConfig()
+	if err := cfg.Load(path); err != nil && !(path == defaultConfigFile && errors.Is(err, iofs.ErrNotExist)) {
 		return err
 	}
 	if root != "" {
@@ -94,28 +53,9 @@ func diagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cfg.JournalDir = journalDir
 	}
 	cfg.Demo = cfg.Demo || demo
-	if err := cfg.checkAuth(); err != nil {
+	if err := cfg.CheckAuth(); err != nil {
 		return err
 	}
-
-	log := slog.New(slog.DiscardHandler)
-	var v4l2 hw.V4L2
-	var mailbox hw.Mailbox
-	if cfg.Demo {
-		// The demo's password line is no part of the bundle's output.
-		d, err := setupDemo(&cfg, io.Discard, log)
-		if err != nil {
-			return err
-		}
-		defer d.stop()
-		v4l2, mailbox = d.v4l2, d.mailbox
-	} else if cfg.Root == "/" {
-		mailbox = hw.VCIO{}
-		hw.InitGPIO() // as serve: the board's pins; none is no failure here
-	}
-	src := info.New(info.Config{
-		FS: hw.New(cfg.Root), V4L2: v4l2, Mailbox: mailbox, MetaPath: cfg.Meta, ExtrasDir: cfg.Extras, Version: version,
-	})
 
 	var progress func(diag.Result)
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -130,10 +70,11 @@ func diagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stderr, "kvmd diag: %-28s %7s  %s\n", r.Name, r.Took.Round(time.Millisecond), status)
 		}
 	}
-	b, err := newBundle(cfg, src, v4l2, nil, identities, progress)
+	b, done, err := daemon.Bundle(cfg, daemon.Env{Version: version}, identities, progress)
 	if err != nil {
 		return err
 	}
+	defer done()
 	if out == "" {
 		out = b.FileName()
 	}

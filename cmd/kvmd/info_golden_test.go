@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
-	"kvmd/internal/testutil"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"kvmd/internal/testutil"
 
 	"kvmd/internal/fixture"
 )

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"kvmd/daemon"
 	"kvmd/httpd"
 )
 
@@ -29,7 +30,7 @@ const (
 // machine instead of a cap.
 func TestUnitLimitsFitDefaults(t *testing.T) {
 	u := readUnit(t, "kvmd.service")
-	def := defaultConfig()
+	def := daemon.DefaultConfig()
 	nofile := u["Service"]["LimitNOFILE"]
 	if len(nofile) != 1 {
 		t.Fatalf("LimitNOFILE = %q, want one value", nofile)
@@ -38,7 +39,7 @@ func TestUnitLimitsFitDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LimitNOFILE=%s: want one number (soft = hard)", nofile[0])
 	}
-	needFDs := int(fdsNeeded(def))
+	needFDs := int(def.FilesNeeded())
 	if n < needFDs {
 		t.Errorf("LimitNOFILE=%d, below the %d the defaults can open", n, needFDs)
 	}
@@ -79,14 +80,4 @@ func parseBytes(t *testing.T, s string) int64 {
 		t.Fatalf("size %q: %v", s, err)
 	}
 	return n * mult
-}
-
-func TestFileLimitWarning(t *testing.T) {
-	cfg := defaultConfig()
-	if w := fileLimitWarning(2048, cfg); w != "" {
-		t.Errorf("the unit's limit with the defaults: %q", w)
-	}
-	if w := fileLimitWarning(1024, cfg); !strings.Contains(w, "--max-connections 1024") {
-		t.Errorf("1024 files for 1024 connections: %q, want a warning", w)
-	}
 }

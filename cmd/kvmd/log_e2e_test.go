@@ -3,12 +3,13 @@ package main
 import (
 	"bufio"
 	"io"
-	"kvmd/internal/testutil"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"kvmd/internal/testutil"
 
 	"kvmd/journal/journaltest"
 )

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"kvmd/internal/testutil"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kvmd/internal/testutil"
 )
 
 const journalSocket = "/run/systemd/journal/socket"

@@ -20,6 +20,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"kvmd/daemon"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -67,7 +69,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// default, so Ctrl-C at a password prompt ends them at once.
 		ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		return serve(ctx, cfg, stdout, stderr)
+		return daemon.Run(ctx, cfg, daemon.Env{Version: version, Stdout: stdout, Stderr: stderr})
 	case "user":
 		return userCmd(args[1:], stdin, stdout, stderr)
 	case "token":

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"kvmd/daemon"
 	"kvmd/internal/testutil"
 )
 
@@ -407,7 +408,7 @@ func TestManOptions(t *testing.T) {
 	// serve's options name their config keys: each key of Config once,
 	// and every option but --config has one.
 	var keys []string
-	ct := reflect.TypeFor[Config]()
+	ct := reflect.TypeFor[daemon.Config]()
 	for i := range ct.NumField() {
 		keys = append(keys, strings.Split(ct.Field(i).Tag.Get("yaml"), ",")[0])
 	}

@@ -17,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"kvmd/gadget"
 	"kvmd/hw"
 	"kvmd/otg"
 )
@@ -142,7 +143,7 @@ func otgCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if len(r.Nodes) > 2 {
 				rel = ", relative mouse " + r.Nodes[2]
 			}
-			fmt.Fprintf(stdout, "keyboard %s, mouse %s%s, drive %s, for %s only\n", r.Nodes[0], r.Nodes[1], rel, "/"+otg.LUNDir(), c.User)
+			fmt.Fprintf(stdout, "keyboard %s, mouse %s%s, drive %s, for %s only\n", r.Nodes[0], r.Nodes[1], rel, "/"+gadget.LUNDir(), c.User)
 		}
 		return nil
 	default: // stop

@@ -48,7 +48,7 @@ func TestTrustedProxyConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			nets, err := cfg.trustedProxies()
+			nets, err := cfg.TrustedProxies()
 			if err != nil {
 				t.Fatal(err)
 			}

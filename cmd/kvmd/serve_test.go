@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"io"
-	"kvmd/internal/testutil"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"kvmd/internal/testutil"
 )
 
 // proc is a kvmd serve process of the real binary.

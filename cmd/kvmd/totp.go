@@ -1,30 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"encoding/base32"
 	"errors"
 	"fmt"
 	"image/color"
 	"io"
 	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/boombuler/barcode"
 	"github.com/boombuler/barcode/qr"
-	"github.com/pquerna/otp"
-	"github.com/pquerna/otp/totp"
 
 	"kvmd/auth"
-	"kvmd/internal/atomicfile"
 )
 
 const totpUsage = "usage: kvmd totp init [-f] --secret FILE\n" +
 	"       kvmd totp show|del --secret FILE"
-
-// totpIssuer names the service in authenticator apps.
-const totpIssuer = "kvmd"
 
 // errTOTPDisabled is what show says about an empty or missing secret file.
 var errTOTPDisabled = errors.New("2FA is not enabled")
@@ -55,15 +47,20 @@ func totpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("totp %s: --secret FILE is required\n%s", action, totpUsage)
 	}
 
+	file := auth.TOTPFile{Path: *path}
 	switch action {
 	case "init":
-		secret, err := initTOTP(*path, *force)
+		secret, err := file.Init(auth.TOTPAccount(), *force)
+		if errors.Is(err, auth.ErrTOTPExists) {
+			return fmt.Errorf("totp init: %s already holds a 2FA secret; use -f to replace it "+
+				"(authenticator apps set up with the old one will stop working)", *path)
+		}
 		if err != nil {
 			return err
 		}
 		return showTOTP(stdout, secret)
 	case "show":
-		secret, err := readTOTPSecret(*path)
+		secret, err := file.Read()
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: %s does not exist", errTOTPDisabled, *path)
 		}
@@ -75,65 +72,8 @@ func totpCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		return showTOTP(stdout, secret)
 	default: // del
-		return atomicfile.Update(*path, auth.UsersPerm, func([]byte) ([]byte, error) {
-			return []byte{}, nil
-		})
+		return file.Clear()
 	}
-}
-
-// initTOTP writes a new secret to path, unless it already holds one and
-// force is not set: replacing it locks out every authenticator app enrolled
-// with the old one.
-func initTOTP(path string, force bool) (string, error) {
-	key, err := newKey(nil)
-	if err != nil {
-		return "", fmt.Errorf("generating 2FA secret: %w", err)
-	}
-	secret := key.Secret()
-	err = atomicfile.Update(path, auth.UsersPerm, func(old []byte) ([]byte, error) {
-		if len(bytes.TrimSpace(old)) != 0 && !force {
-			return nil, fmt.Errorf("totp init: %s already holds a 2FA secret; use -f to replace it "+
-				"(authenticator apps set up with the old one will stop working)", path)
-		}
-		return []byte(secret + "\n"), nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return secret, nil
-}
-
-// readTOTPSecret returns the secret in the file at path, checked and in
-// canonical form as the daemon reads it: "" when the file is empty (2FA
-// off). A missing file is an error that wraps fs.ErrNotExist.
-func readTOTPSecret(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading 2FA secret: %w", err)
-	}
-	return auth.ParseSecret(data)
-}
-
-// newKey makes the TOTP key kvmd uses (SHA1, 6 digits, 30 s) for secret,
-// or for a new random secret when it is nil.
-func newKey(secret []byte) (*otp.Key, error) {
-	return totp.Generate(totp.GenerateOpts{
-		Issuer:      totpIssuer,
-		AccountName: accountName(),
-		Period:      30,
-		Digits:      otp.DigitsSix,
-		Algorithm:   otp.AlgorithmSHA1,
-		Secret:      secret,
-	})
-}
-
-// accountName is the label an authenticator app shows next to the issuer:
-// the host, so that several KVMs can be told apart.
-func accountName() string {
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return h
-	}
-	return "kvmd"
 }
 
 // showTOTP prints the secret, the otpauth:// URI an authenticator app
@@ -143,7 +83,7 @@ func showTOTP(w io.Writer, secret string) error {
 	if err != nil {
 		return fmt.Errorf("the 2FA secret is not base32: %w", err)
 	}
-	key, err := newKey(raw)
+	key, err := auth.NewTOTPKey(auth.TOTPAccount(), raw)
 	if err != nil {
 		return fmt.Errorf("building otpauth URI: %w", err)
 	}

@@ -108,7 +108,7 @@ func (o *Opener) Probe(ctx context.Context) (string, error) {
 func probe(ctx context.Context, name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%w: ffmpeg is not installed (%s): %w", h264.ErrUnavailable, name, err)
+		return "", h264.Unavailable(fmt.Sprintf("ffmpeg is not installed (%s)", name), err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -123,7 +123,7 @@ func probe(ctx context.Context, name string) (string, error) {
 			return path, nil
 		}
 	}
-	return "", fmt.Errorf("%w: %s has no libx264 encoder", h264.ErrUnavailable, path)
+	return "", h264.Unavailable(path+" has no libx264 encoder", nil)
 }
 
 // Args returns ffmpeg's command line (without the program) for an

@@ -76,7 +76,7 @@ func Detect(f hw.FS, log *slog.Logger) (*Opener, error) {
 		return nil, fmt.Errorf("looking for the board's H.264 encoder: %w", err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: no V4L2 memory-to-memory H.264 encoder on this machine", h264.ErrUnavailable)
+		return nil, h264.Unavailable("no V4L2 memory-to-memory H.264 encoder on this machine", nil)
 	}
 	return &Opener{Device: dev, Log: log}, nil
 }
@@ -123,7 +123,7 @@ func (o *Opener) Check(context.Context) error {
 // unavailable marks the errors that no retry mends.
 func unavailable(err error) error {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, v4l2m2m.ErrNotEncoder) || errors.Is(err, v4l2m2m.ErrNotSupported) || errors.Is(err, v4l2m2m.ErrFormat) {
-		return fmt.Errorf("%w: %w", h264.ErrUnavailable, err)
+		return h264.Unavailable("", err)
 	}
 	return err
 }
@@ -132,7 +132,7 @@ func unavailable(err error) error {
 func (o *Opener) Open(_ context.Context, s h264.Settings) (h264.Encoder, error) {
 	pf, ok := v4l2Format(s.Format)
 	if !ok || !o.Device.Takes(pf) {
-		return nil, fmt.Errorf("%w: %s takes no %v pictures", h264.ErrUnavailable, o.Name(), s.Format)
+		return nil, h264.Unavailable(fmt.Sprintf("%s takes no %v pictures", o.Name(), s.Format), nil)
 	}
 	// GOP 0 (key units only when asked) is v4l2m2m's 0 too: as few as
 	// the driver allows.

@@ -19,8 +19,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"kvmd/gadget"
 	"kvmd/hid"
-	"kvmd/otg"
 )
 
 // Host is the stand-in host. The zero value is not usable: use NewHost.
@@ -179,8 +179,8 @@ func Keys(report []byte) string {
 // horizontal wheel).
 func Gadget(root string, mouseLen int) error {
 	return functions(root, map[string]map[string]string{
-		otg.Keyboard: {"protocol": "1", "subclass": "1", "report_length": "8"},
-		otg.Mouse:    {"protocol": "0", "subclass": "0", "report_length": fmt.Sprint(mouseLen)},
+		gadget.Keyboard: {"protocol": "1", "subclass": "1", "report_length": "8"},
+		gadget.Mouse:    {"protocol": "0", "subclass": "0", "report_length": fmt.Sprint(mouseLen)},
 	})
 }
 
@@ -189,14 +189,14 @@ func Gadget(root string, mouseLen int) error {
 // wheel).
 func GadgetMouseAlt(root string, reportLen int) error {
 	return functions(root, map[string]map[string]string{
-		otg.MouseAlt: {"protocol": "2", "subclass": "1", "report_length": fmt.Sprint(reportLen)},
+		gadget.MouseAlt: {"protocol": "2", "subclass": "1", "report_length": fmt.Sprint(reportLen)},
 	})
 }
 
 // functions writes the attributes of functions below root.
 func functions(root string, fns map[string]map[string]string) error {
 	for fn, attrs := range fns {
-		dir := filepath.Join(root, filepath.FromSlash(otg.FunctionDir(fn)))
+		dir := filepath.Join(root, filepath.FromSlash(gadget.FunctionDir(fn)))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}

@@ -127,7 +127,7 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 	}
 	if d.TOTPSecret == "" {
 		d.TOTPSecret = filepath.Join(d.dir, "totp.secret")
-		if err := os.WriteFile(d.TOTPSecret, nil, 0o600); err != nil {
+		if _, err := (auth.TOTPFile{Path: d.TOTPSecret}).Create(); err != nil {
 			return nil, err
 		}
 	}

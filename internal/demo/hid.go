@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"kvmd/gadget"
 	"kvmd/hid"
 	"kvmd/hid/hidtest"
-	"kvmd/otg"
 )
 
 // hidHost is the demo's host computer at the far side of the keyboard and
@@ -66,7 +66,7 @@ func (h *hidHost) keyboard(ctx context.Context) {
 		}
 	}
 	for ctx.Err() == nil {
-		r, err := h.host.Read(otg.Keyboard, 500*time.Millisecond)
+		r, err := h.host.Read(gadget.Keyboard, 500*time.Millisecond)
 		if err != nil {
 			flush()
 			continue
@@ -93,7 +93,7 @@ func (h *hidHost) keyboard(ctx context.Context) {
 				continue
 			case "CapsLock", "NumLock":
 				leds ^= map[string]byte{"NumLock": 1, "CapsLock": 2}[k.Name]
-				h.host.SetLEDs(otg.Keyboard, leds)
+				h.host.SetLEDs(gadget.Keyboard, leds)
 			}
 			if c, ok := h.chars[hid.Stroke{Key: k, Shift: shift, AltGr: altgr}]; ok && r[0]&^0x62 == 0 {
 				line.WriteRune(c)
@@ -112,7 +112,7 @@ func (h *hidHost) mouse(ctx context.Context) {
 	var last string
 	var shown time.Time
 	for ctx.Err() == nil {
-		r, err := h.host.Read(otg.Mouse, 500*time.Millisecond)
+		r, err := h.host.Read(gadget.Mouse, 500*time.Millisecond)
 		if err == nil && len(r) >= 6 {
 			x := int(binary.LittleEndian.Uint16(r[1:])) * 1919 / 32767
 			y := int(binary.LittleEndian.Uint16(r[3:])) * 1079 / 32767

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writes and reads (a
@@ -193,5 +195,18 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BlockUntil waits until n timers or tickers wait on clock, failing t
+// after 5 s.
+func BlockUntil(t testing.TB, clock clockwork.FakeClock, n int) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); clock.BlockUntil(n) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("waiting for %d timers on the clock: not within 5 s", n)
 	}
 }

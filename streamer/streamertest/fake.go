@@ -176,6 +176,7 @@ type Process struct {
 	srv              *http.Server
 	done             chan struct{}
 	once             sync.Once
+	asked            atomic.Bool // Stop or Kill was called
 	killed           atomic.Bool
 	fps, quality     int
 	width, height    int
@@ -211,6 +212,7 @@ func (p *Process) Pid() int { return p.pid }
 // Stop ends it as SIGTERM ends ustreamer: the socket closes, the clients
 // are cut, after the launcher's StopDelay.
 func (p *Process) Stop() {
+	p.asked.Store(true)
 	if p.stopDelay > 0 {
 		time.AfterFunc(p.stopDelay, func() { p.end(false) })
 		return
@@ -219,7 +221,14 @@ func (p *Process) Stop() {
 }
 
 // Kill ends it at once.
-func (p *Process) Kill() { p.end(true) }
+func (p *Process) Kill() {
+	p.asked.Store(true)
+	p.end(true)
+}
+
+// Asked reports whether it was asked to end (Stop or Kill), ended or not:
+// with a StopDelay it serves on for a while after.
+func (p *Process) Asked() bool { return p.asked.Load() }
 
 func (p *Process) end(killed bool) {
 	p.once.Do(func() {

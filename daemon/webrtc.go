@@ -1,6 +1,6 @@
 //go:build !nowebrtc
 
-package main
+package daemon
 
 import (
 	"log/slog"

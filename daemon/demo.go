@@ -1,6 +1,6 @@
 //go:build demo
 
-package main
+package daemon
 
 import (
 	"io"
@@ -13,18 +13,18 @@ import (
 )
 
 // setupDemo starts --demo (package demo) on the settings left at their
-// defaults, and returns the fake capture device, firmware mailbox and
-// streamer, the stand-in host of the keyboard and mouse, the logger that
-// also writes to the demo journal, and what undoes it.
-func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, error) {
+// defaults, and returns the machine of its fakes: capture device, firmware
+// mailbox and streamer, the stand-in host of the keyboard and mouse, the
+// logger that also writes to the demo journal, and what undoes it.
+func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (*machine, error) {
 	o := demo.Options{Users: cfg.Users, JournalDir: cfg.JournalDir, TOTPSecret: cfg.TOTPSecret, TLS: cfg.TLSCert != ""}
 	if cfg.Root != "/" {
 		o.Root = cfg.Root
 	}
-	if cfg.Meta != defaultMeta {
+	if cfg.Meta != DefaultMeta {
 		o.Meta = cfg.Meta
 	}
-	if cfg.MSDDir != defaultMSDDir {
+	if cfg.MSDDir != DefaultMSDDir {
 		o.MSDDir = cfg.MSDDir
 	}
 	if len(cfg.Listen) > 0 {
@@ -32,11 +32,11 @@ func setupDemo(cfg *Config, stdout io.Writer, log *slog.Logger) (demoParts, erro
 	}
 	d, err := demo.Start(o, stdout, log)
 	if err != nil {
-		return demoParts{}, err
+		return nil, err
 	}
 	cfg.Users, cfg.Root, cfg.Meta, cfg.JournalDir, cfg.TOTPSecret = d.Users, d.Root, d.Meta, d.JournalDir, d.TOTPSecret
 	cfg.MSDDir = d.MSDDir
-	return demoParts{v4l2: d.V4L2, mailbox: d.Mailbox, hidOpen: d.HIDOpen, log: d.Log(log), streamer: d.Streamer, stop: d.Close}, nil
+	return &machine{v4l2: d.V4L2, mailbox: d.Mailbox, hidOpen: d.HIDOpen, log: d.Log(log), launcher: d.Streamer, close: d.Close}, nil
 }
 
 // msdDrive is the virtual media's LUN: in demo mode a stand-in that keeps

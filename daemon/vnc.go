@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -44,50 +44,42 @@ func (c *Config) checkVNC() error {
 	return nil
 }
 
-// startVNC serves VNC on --vnc-listen, when set, until ctx ends or the
-// returned stop is called: the daemon's credentials and shares (srv), its
-// keyboard and mouse, the streamer's picture.
-func startVNC(ctx context.Context, cfg Config, srv *httpd.Server, a *auth.Authenticator, keys *hid.HID, st httpd.Streamer, tlsConf *tls.Config, log *slog.Logger) (stop func(), err error) {
+// addVNC adds the VNC server on --vnc-listen, when set: the daemon's
+// credentials and shares (srv), its keyboard and mouse, the streamer's
+// picture. Its listener is opened now, so that a taken address fails the
+// start.
+func addVNC(sup *Supervisor, cfg Config, m *machine, srv *httpd.Server, a *auth.Authenticator, keys *hid.HID, st *streamer.Streamer, tlsConf *tls.Config, log *slog.Logger) error {
 	if cfg.VNCListen == "" {
-		return func() {}, nil
+		return nil
 	}
 	km, err := keys.Keymaps().Get(cfg.VNCKeymap)
 	if err != nil {
-		return nil, fmt.Errorf("--vnc-keymap: %w", err)
+		return fmt.Errorf("--vnc-keymap: %w", err)
 	}
-	if st == nil {
-		return nil, errors.New("--vnc-listen needs the streamer")
-	}
-	c := vnc.Config{
+	v, err := vnc.New(vnc.Config{
 		TLS:  tlsConf,
 		Auth: vnc.Sessions{Auth: a},
 		Hold: func(id vnc.Identity) (func(), error) { return srv.HoldVNC(id.User, id.Role) },
 		// The streamer's JPEG frames, with their size (extra_headers).
 		Frames: mjpegSource{st},
 		HID:    keys, Keymap: km,
-		Name: "kvmd on " + hostLabel(), MaxClients: cfg.VNCMaxClients, Log: log,
-	}
-	if s, ok := st.(*streamer.Streamer); ok {
-		c.StreamQuality = func() int { return s.Params().Quality }
-	}
-	v, err := vnc.New(c)
+		StreamQuality: func() int { return st.Params().Quality },
+		Name:          "kvmd on " + m.hostName(), MaxClients: cfg.VNCMaxClients, Log: log,
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ln, err := net.Listen("tcp", cfg.VNCListen)
 	if err != nil {
-		return nil, fmt.Errorf("--vnc-listen: %w", err)
+		return fmt.Errorf("--vnc-listen: %w", err)
 	}
 	log.Info("VNC listening", "addr", ln.Addr().String(), "keymap", km.Name)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	sup.Add(Child{Name: "vnc", Restart: Temporary, Run: Loop(func(ctx context.Context) {
 		if err := v.Serve(ctx, ln); err != nil {
 			log.Error("VNC server stopped", "err", err)
 		}
-	}()
-	return func() { cancel(); <-done }, nil
+	})})
+	return nil
 }
 
 // maxFrame bounds one JPEG of the stream.

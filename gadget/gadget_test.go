@@ -1,4 +1,4 @@
-package otg
+package gadget_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"kvmd/gadget"
 	"kvmd/hw"
 )
 
@@ -25,9 +26,9 @@ func write(t *testing.T, root, rel, content string) {
 // (drivers/base/core.c): MAJOR, MINOR, DEVNAME.
 func TestHIDNode(t *testing.T) {
 	root := t.TempDir()
-	write(t, root, FunctionDir(Keyboard)+"/dev", "236:3\n")
+	write(t, root, gadget.FunctionDir(gadget.Keyboard)+"/dev", "236:3\n")
 	write(t, root, "sys/dev/char/236:3/uevent", "MAJOR=236\nMINOR=3\nDEVNAME=hidg3\n")
-	got, err := HIDNode(hw.New(root), Keyboard)
+	got, err := gadget.HIDNode(hw.New(root), gadget.Keyboard)
 	if err != nil || got != "dev/hidg3" {
 		t.Fatalf("HIDNode = %q, %v; want dev/hidg3", got, err)
 	}
@@ -36,19 +37,19 @@ func TestHIDNode(t *testing.T) {
 func TestHIDNodeErrors(t *testing.T) {
 	for name, files := range map[string]map[string]string{
 		"no function":  {},
-		"bad dev":      {FunctionDir(Mouse) + "/dev": "../../x\n"},
-		"no uevent":    {FunctionDir(Mouse) + "/dev": "236:1\n"},
-		"no devname":   {FunctionDir(Mouse) + "/dev": "236:1\n", "sys/dev/char/236:1/uevent": "MAJOR=236\nMINOR=1\n"},
-		"dots in name": {FunctionDir(Mouse) + "/dev": "236:1\n", "sys/dev/char/236:1/uevent": "DEVNAME=../etc/passwd\n"},
+		"bad dev":      {gadget.FunctionDir(gadget.Mouse) + "/dev": "../../x\n"},
+		"no uevent":    {gadget.FunctionDir(gadget.Mouse) + "/dev": "236:1\n"},
+		"no devname":   {gadget.FunctionDir(gadget.Mouse) + "/dev": "236:1\n", "sys/dev/char/236:1/uevent": "MAJOR=236\nMINOR=1\n"},
+		"dots in name": {gadget.FunctionDir(gadget.Mouse) + "/dev": "236:1\n", "sys/dev/char/236:1/uevent": "DEVNAME=../etc/passwd\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
 			for rel, c := range files {
 				write(t, root, rel, c)
 			}
-			got, err := HIDNode(hw.New(root), Mouse)
-			if !errors.Is(err, ErrNoNode) {
-				t.Fatalf("HIDNode = %q, %v; want ErrNoNode", got, err)
+			got, err := gadget.HIDNode(hw.New(root), gadget.Mouse)
+			if !errors.Is(err, gadget.ErrNoNode) {
+				t.Fatalf("HIDNode = %q, %v; want gadget.ErrNoNode", got, err)
 			}
 		})
 	}

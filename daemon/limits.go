@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -10,11 +10,11 @@ import (
 // pipe ends and its process.
 const fdsPerFollower = 4
 
-// fdsNeeded is how many files the daemon may hold with every cap reached:
-// the connections, the log followers, and a margin for listeners, the
-// files it re-reads and the runtime's own.
-func fdsNeeded(cfg Config) uint64 {
-	return uint64(cfg.MaxConnections + cfg.LogFollowers*fdsPerFollower + 64)
+// FilesNeeded is how many files the daemon may hold with every cap
+// reached: the connections, the log followers, and a margin for
+// listeners, the files it re-reads and the runtime's own.
+func (c Config) FilesNeeded() uint64 {
+	return uint64(c.MaxConnections + c.LogFollowers*fdsPerFollower + 64)
 }
 
 // checkFileLimit warns when the open-file limit is below what the caps
@@ -27,12 +27,12 @@ func checkFileLimit(cfg Config, log *slog.Logger) {
 		return
 	}
 	if msg := fileLimitWarning(lim.Cur, cfg); msg != "" {
-		log.Warn(msg, "limit", lim.Cur, "need", fdsNeeded(cfg))
+		log.Warn(msg, "limit", lim.Cur, "need", cfg.FilesNeeded())
 	}
 }
 
 func fileLimitWarning(limit uint64, cfg Config) string {
-	if limit >= fdsNeeded(cfg) {
+	if limit >= cfg.FilesNeeded() {
 		return ""
 	}
 	return fmt.Sprintf("open-file limit below what --max-connections %d and --log-followers %d need: "+

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"kvmd/httpd"
-	"kvmd/hw"
 	"kvmd/info"
 	"kvmd/streamer"
 )
@@ -47,9 +45,11 @@ func (c *Config) checkStreamer() error {
 // streamerDir returns the directory of the streamer's socket: --streamer-dir,
 // else the one systemd made for the service (RUNTIME_DIRECTORY, from
 // RuntimeDirectory=: the one named ustreamer when there are several), else
-// a new one of the daemon's own, removed at the end (tempStreamerDir). The
-// directory is the daemon's user's alone (0700).
-func streamerDir(dir string) (string, func(), error) {
+// a new one of the daemon's own (tempStreamerDir). The directory is the
+// daemon's user's alone (0700). remove removes it when it is the daemon's
+// own, once the streamer has removed its socket from it (the socket is the
+// streamer's alone); the others are systemd's or the operator's.
+func streamerDir(dir string) (_ string, remove func(), err error) {
 	if dir == "" {
 		dirs := strings.Split(os.Getenv("RUNTIME_DIRECTORY"), ":")
 		dir = dirs[0]
@@ -63,7 +63,7 @@ func streamerDir(dir string) (string, func(), error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return "", nil, fmt.Errorf("--streamer-dir: %w", err)
 		}
-		return dir, func() { os.Remove(filepath.Join(dir, streamer.SocketName)) }, nil
+		return dir, func() {}, nil
 	}
 	return tempStreamerDir(os.TempDir())
 }
@@ -81,7 +81,8 @@ const (
 // lets it go with the process, kill -9 included), so one that can be
 // locked is no live daemon's. A directory is made under another name
 // and renamed once locked, so none is ever seen unlocked under its name.
-// cleanup removes it and lets the lock go.
+// cleanup removes it, empty (the streamer removed its socket), and lets
+// the lock go.
 func tempStreamerDir(tmp string) (dir string, cleanup func(), err error) {
 	removeStaleStreamerDirs(tmp)
 	made, err := os.MkdirTemp(tmp, newDirPrefix)
@@ -103,7 +104,7 @@ func tempStreamerDir(tmp string) (dir string, cleanup func(), err error) {
 		os.RemoveAll(made)
 		return "", nil, fmt.Errorf("streamer directory: %w", err)
 	}
-	return dir, func() { os.RemoveAll(dir); f.Close() }, nil
+	return dir, func() { os.Remove(dir); f.Close() }, nil
 }
 
 // removeStaleStreamerDirs removes the streamer directories in tmp of this
@@ -144,49 +145,26 @@ func removeStaleStreamerDirs(tmp string) {
 	}
 }
 
-// streamerProgram tells /api/info's system.streamer what the streamer
-// program is, as kvmd does: its name, --version and --features; empty
-// values when it cannot be asked (not installed).
-func streamerProgram(ctx context.Context, path string, l streamer.Launcher) func() (string, string, map[string]bool) {
-	return func() (string, string, map[string]bool) {
-		p, err := l.Probe(ctx)
-		if err != nil {
-			return "", "", nil
-		}
-		return filepath.Base(path), p.Version, p.Features
-	}
-}
-
-// startStreamer makes the video streamer and runs it until ctx ends or the
-// returned stop is called: ustreamer (--streamer) on the capture device
-// found below --root, or launcher (the demo's generated picture). The
-// daemon's own reading of the capture (src) is its truth for the signal.
-// With an H.264 encoder (--h264-encoder), the pipeline that encodes the
-// streamer's picture and the WebRTC sessions run with it.
-func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher streamer.Launcher, d *httpd.Devices, base *slog.Logger) (func(), error) {
-	log, hlog := base.With("component", "streamer"), base.With("component", "h264")
-	dir, cleanup, err := streamerDir(cfg.StreamerDir)
+// addStreamer adds the video streamer: ustreamer (--streamer) on the
+// capture device found below --root, or the machine's launcher (the
+// demo's generated picture). The daemon's own reading of the capture
+// (src) is its truth for the signal. v, when set, is the H.264 encoding
+// of its picture (newVideo), reported in its state, whose encoder may
+// take ustreamer's raw sink.
+func addStreamer(sup *Supervisor, cfg Config, m *machine, src *info.Source, v *video, log *slog.Logger) (*streamer.Streamer, error) {
+	dir, removeDir, err := streamerDir(cfg.StreamerDir)
 	if err != nil {
 		return nil, err
 	}
-	fsys := hw.New(cfg.Root)
-	var v *video
 	extra := cfg.StreamerArgs
-	if opener := chooseEncoder(ctx, cfg, fsys, hlog); opener != nil {
-		if v, err = newVideo(cfg, opener, hlog); err != nil {
-			cleanup()
-			return nil, err
-		}
-		if usesRawSink(opener) {
-			// Before the operator's own options, which win.
-			extra = append(slices.Clip(rawSinkArgs), extra...)
-		}
+	if v != nil && v.rawSink {
+		// Before the operator's own options, which win.
+		extra = append(slices.Clip(rawSinkArgs), extra...)
 	}
 	scfg := streamer.Config{
-		Launcher:   launcher,
+		Launcher:   m.launcher,
 		Dir:        dir,
-		Capture:    func() (streamer.Capture, error) { return streamer.FindCapture(fsys) },
-		Signal:     func() *hw.Video { return src.Hardware().Video },
+		Video:      streamer.Machine{FS: m.fs, Reader: src},
 		Quality:    cfg.StreamerQuality,
 		DesiredFPS: cfg.StreamerDesiredFPS,
 		Resolution: cfg.StreamerResolution,
@@ -195,7 +173,6 @@ func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher s
 		// Zero is kvmd's default, 10 s.
 		ShutdownDelay: cfg.StreamerShutdownDelay,
 		Log:           log,
-		Publish:       d.Events.Publish,
 		H264Bitrate:   cfg.H264Bitrate,
 		H264GOP:       cfg.H264GOP,
 	}
@@ -203,38 +180,9 @@ func startStreamer(ctx context.Context, cfg Config, src *info.Source, launcher s
 		scfg.H264 = v
 	}
 	st := streamer.New(scfg)
-	d.Streamer = st
-	ctx, cancel := context.WithCancel(ctx)
-	var h264Done chan struct{}
-	if v != nil {
-		v.attach(st)
-		d.H264 = v.p
-		if v.rtc != nil {
-			d.WebRTC = v.rtc
-		}
-		h264Done = make(chan struct{})
-		go func() { defer close(h264Done); v.p.Run(ctx) }()
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Say at start whether there is a streamer to run.
-		if p, err := launcher.Probe(ctx); err != nil {
-			log.Warn("no video streamer: the streamer endpoints answer 503 until one is installed", "err", err)
-		} else {
-			log.Info("video streamer", "program", cfg.Streamer, "version", p.Version, "socket", st.Socket())
-		}
+	sup.Add(Child{Name: "streamer", Run: Loop(func(ctx context.Context) {
 		st.Run(ctx)
-	}()
-	return func() {
-		if v != nil && v.rtc != nil {
-			v.rtc.Close() // the peers first: their subscriptions go
-		}
-		cancel()
-		if h264Done != nil {
-			<-h264Done
-		}
-		<-done
-		cleanup()
-	}, nil
+		removeDir()
+	})})
+	return st, nil
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"kvmd/h264"
 	"kvmd/h264/ffmpeg"
@@ -126,19 +127,58 @@ func (u unavailable) Name() string           { return u.name }
 func (u unavailable) Hardware() bool         { return u.name == "hardware" }
 func (u unavailable) Formats() []h264.Format { return []h264.Format{h264.JPEG} }
 func (u unavailable) Check(context.Context) error {
-	return fmt.Errorf("%w: %w", h264.ErrUnavailable, u.err)
+	return h264.Unavailable("", u.err)
 }
 func (u unavailable) Open(ctx context.Context, _ h264.Settings) (h264.Encoder, error) {
 	return nil, u.Check(ctx)
 }
 
 // video is the H.264 encoding of the picture: the pipeline, fed with
-// the streamer's MJPEG, and the WebRTC sessions over it. It is the
-// streamer's H264.
+// the streamer's MJPEG or its raw sink, and the WebRTC sessions over it.
+// It is the streamer's H264.
 type video struct {
 	p   *h264.Pipeline
 	rtc webRTC // nil: WebRTC off
 	st  atomic.Pointer[streamer.Streamer]
+	// rawSink: the encoder takes ustreamer's raw sink (rawSinkArgs).
+	rawSink bool
+}
+
+// newH264 makes the H.264 encoding of the picture with the encoder
+// --h264-encoder picks on the machine; nil without one (the picture is
+// MJPEG only, which the demo says on stdout).
+func newH264(cfg Config, env Env, m *machine, log *slog.Logger) (*video, error) {
+	// Asking ffmpeg for its encoders takes a moment; a hung one does
+	// not hold the daemon's start.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opener := chooseEncoder(ctx, cfg, m.fs, log)
+	if opener == nil {
+		if cfg.Demo && cfg.H264Encoder == h264Auto {
+			fmt.Fprintln(env.Stdout, "  no H.264 (WebRTC, Direct H.264): ffmpeg is not installed (make deps-demo installs it); the console shows MJPEG")
+		}
+		return nil, nil
+	}
+	return newVideo(cfg, opener, log)
+}
+
+// add runs the encoding under sup, after the streamer st, whose picture
+// it encodes (so that it stops before it), and gives httpd its
+// endpoints: /api/media and /api/media/ws, and /api/media/whep with
+// WebRTC.
+func (v *video) add(sup *Supervisor, st *streamer.Streamer, d *httpd.Devices) {
+	v.attach(st)
+	sup.Add(Child{Name: "h264", Run: Loop(v.p.Run)})
+	d.H264 = v.p
+	if v.rtc != nil {
+		d.WebRTC = v.rtc
+		// Stopped before the pipeline: the peers' subscriptions go
+		// first.
+		sup.Add(Child{Name: "webrtc", Run: Loop(func(ctx context.Context) {
+			<-ctx.Done()
+			v.rtc.Close()
+		})})
+	}
 }
 
 // webRTC is the WebRTC sessions (package whep's Manager, webrtc.go), which
@@ -152,9 +192,9 @@ type webRTC interface {
 // newVideo makes the H.264 encoding with opener; the streamer's stream is
 // its pictures once attach gives it.
 func newVideo(cfg Config, opener h264.Opener, log *slog.Logger) (*video, error) {
-	v := &video{}
+	v := &video{rawSink: usesRawSink(opener)}
 	var src h264.Source = h264.MJPEGSource{Stream: v.stream}
-	if usesRawSink(opener) {
+	if v.rawSink {
 		src = h264.SinkSource{Name: rawSink, Hold: v.hold}
 	}
 	v.p = h264.New(h264.Config{
@@ -232,7 +272,7 @@ func (v *video) hold(ctx context.Context) (func(), error) {
 // finds what it lacks.
 func streamerErr(err error) error {
 	if errors.Is(err, streamer.ErrNotInstalled) || errors.Is(err, streamer.ErrNoCapture) {
-		return fmt.Errorf("%w: %w", h264.ErrUnavailable, err)
+		return h264.Unavailable("", err)
 	}
 	return err
 }

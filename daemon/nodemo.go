@@ -1,6 +1,6 @@
 //go:build !demo
 
-package main
+package daemon
 
 import (
 	"errors"
@@ -16,8 +16,8 @@ import (
 // journal never ship to a device.
 var errNoDemo = errors.New("--demo: this build has no demo mode; build with make run (go build -tags demo ./cmd/kvmd)")
 
-func setupDemo(*Config, io.Writer, *slog.Logger) (demoParts, error) {
-	return demoParts{}, errNoDemo
+func setupDemo(*Config, io.Writer, *slog.Logger) (*machine, error) {
+	return nil, errNoDemo
 }
 
 // msdDrive is the gadget's LUN, read and written under cfg.Root.
