@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"kvmd/h264"
 	"kvmd/h264/ffmpeg"
@@ -103,9 +102,14 @@ func chooseEncoder(ctx context.Context, cfg Config, fsys hw.FS, log *slog.Logger
 		log.Info("H.264 encoder: the board's", "encoder", hard.Name())
 		return hard
 	}
-	if _, err := soft.Probe(ctx); err != nil {
+	if _, err := soft.Probe(ctx); errors.Is(err, h264.ErrUnavailable) {
 		log.Warn("no H.264 encoder: the picture is MJPEG only (install ffmpeg for H.264, then restart)", "err", err, "hardware", hardErr)
 		return nil
+	} else if err != nil {
+		// ffmpeg is there but did not answer in time: it is asked again
+		// when the first H.264 client comes.
+		log.Warn("H.264 encoder: software, ffmpeg not yet checked", "err", err, "hardware", hardErr)
+		return soft
 	}
 	log.Info("H.264 encoder: software", "encoder", soft.Name(), "hardware", hardErr)
 	return soft
@@ -148,11 +152,8 @@ type video struct {
 // --h264-encoder picks on the machine; nil without one (the picture is
 // MJPEG only, which the demo says on stdout).
 func newH264(cfg Config, env Env, m *machine, log *slog.Logger) (*video, error) {
-	// Asking ffmpeg for its encoders takes a moment; a hung one does
-	// not hold the daemon's start.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	opener := chooseEncoder(ctx, cfg, m.fs, log)
+	// The software encoder's probe bounds its asking of ffmpeg itself.
+	opener := chooseEncoder(context.Background(), cfg, m.fs, log)
 	if opener == nil {
 		if cfg.Demo && cfg.H264Encoder == h264Auto {
 			fmt.Fprintln(env.Stdout, "  no H.264 (WebRTC, Direct H.264): ffmpeg is not installed (make deps-demo installs it); the console shows MJPEG")

@@ -63,8 +63,12 @@ type Opener struct {
 	probe *probeOnce
 }
 
+// probeOnce keeps Probe's answer: ffmpeg with libx264 found, or not
+// (ErrUnavailable). A failure to ask (ffmpeg too slow, as on a loaded
+// board at boot, or killed) is no answer: the next Probe asks again.
 type probeOnce struct {
-	once sync.Once
+	mu   sync.Mutex
+	done bool
 	path string
 	err  error
 }
@@ -95,22 +99,39 @@ func (o *Opener) Check(ctx context.Context) error {
 	return err
 }
 
-// Probe finds ffmpeg and checks that it has libx264, once: the error
-// wraps h264.ErrUnavailable when it has not, or there is no ffmpeg.
+// Probe finds ffmpeg and checks that it has libx264, once it has an
+// answer: the error wraps h264.ErrUnavailable when it has not, or there
+// is no ffmpeg; any other error (ffmpeg could not be asked in time) is
+// asked again at the next call.
 func (o *Opener) Probe(ctx context.Context) (string, error) {
 	if o.probe == nil {
 		o.probe = &probeOnce{}
 	}
-	o.probe.once.Do(func() { o.probe.path, o.probe.err = probe(ctx, o.Path) })
-	return o.probe.path, o.probe.err
+	p := o.probe
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return p.path, p.err
+	}
+	path, err := probe(ctx, o.Path)
+	if err == nil || errors.Is(err, h264.ErrUnavailable) {
+		p.done, p.path, p.err = true, path, err
+	}
+	return path, err
 }
+
+// probeTimeout bounds one asking of ffmpeg for its encoders.
+const probeTimeout = 60 * time.Second
 
 func probe(ctx context.Context, name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return "", h264.Unavailable(fmt.Sprintf("ffmpeg is not installed (%s)", name), err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Debian's ffmpeg loads some sixty libraries: seconds on a board
+	// starting up, more than 10 s in the booted test's emulated arm64 on
+	// a loaded host.
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "-hide_banner", "-encoders")
 	cmd.SysProcAttr = procgroup.Attr()

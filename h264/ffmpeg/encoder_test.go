@@ -246,3 +246,24 @@ func TestNotInstalled(t *testing.T) {
 		t.Errorf("Open: %v, want ErrUnavailable", err)
 	}
 }
+
+// TestProbeAsksAgain: ffmpeg not asked in time (here a context already
+// over; in the booted test, a slow start of ffmpeg under emulation) is
+// no answer: the next Probe asks again and finds libx264, where a kept
+// failure left the daemon without H.264 until restarted. Its answer is
+// kept.
+func TestProbeAsksAgain(t *testing.T) {
+	o := newOpener(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := o.Probe(ctx); err == nil || errors.Is(err, h264.ErrUnavailable) {
+		t.Fatalf("Probe with its context over: %v, want a failure to ask", err)
+	}
+	path, err := o.Probe(context.Background())
+	if err != nil || path == "" {
+		t.Fatalf("Probe again: %q, %v; want ffmpeg", path, err)
+	}
+	if again, err := o.Probe(ctx); err != nil || again != path {
+		t.Errorf("the answer not kept: %q, %v", again, err)
+	}
+}
