@@ -41,7 +41,9 @@ FUZZ_TARGETS := \
 	FuzzActionBodies:./redfish/ \
 	FuzzWSMessage:./httpd/ \
 	FuzzCheckName:./msd/ \
-	FuzzReadMsg:./vnc/
+	FuzzReadMsg:./vnc/ \
+	FuzzParseSPS:./h264/ \
+	FuzzParse:./mediaws/
 
 .PHONY: all build demo deps deps-demo run test unit race smoke fuzz rules lint bench cross deb buildroot-check image-test test-image clean
 all: build
@@ -56,8 +58,8 @@ build:
 deps:
 	@sh scripts/deps.sh
 
-## deps-demo: only what the demo uses (journalctl and systemd-journal-remote, for its journal);
-## the demo runs without them, so a failed install is a warning.
+## deps-demo: only what the demo uses (journalctl and systemd-journal-remote, for its journal;
+## ffmpeg, its H.264 encoder); the demo runs without them, so a failed install is a warning.
 deps-demo:
 	@sh scripts/deps.sh demo
 
@@ -85,7 +87,7 @@ export JOURNALTEST_REQUIRE := 1
 # The tools module (tools/: kvmbench, the Buildroot checker, the browser tests of the web UI) is
 # a module of its own, so that the daemon's go.mod lists only what the appliance needs: its
 # tests run from there.
-RACE_PKGS := ./daemon/... ./subsystem/... ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/... ./msd/... ./streamer/memsink/ ./vnc/... ./ugpio/... ./redfish/...
+RACE_PKGS := ./daemon/... ./subsystem/... ./httpd/... ./hw/... ./info/... ./journal/... ./metrics/... ./client/... ./diag/... ./hid/... ./msd/... ./streamer/memsink/ ./vnc/... ./h264/... ./whep/... ./mediaws/... ./ugpio/... ./redfish/...
 unit:
 	race=$$($(GO) list $(RACE_PKGS)) && \
 		KVMD_IMAGETEST=0 $(GO) test -count=1 $$($(GO) list ./... | grep -v '/firmware$$' | grep -vxF "$$race")

@@ -14,11 +14,13 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kvmd/auth"
+	"kvmd/h264"
 	"kvmd/hid"
 	"kvmd/httpd"
 	"kvmd/metrics"
 	"kvmd/streamer"
 	"kvmd/vnc"
+	"kvmd/whep"
 )
 
 // Config is the configuration of kvmd serve. Every field is a flag and a
@@ -68,6 +70,14 @@ type Config struct {
 	VNCListen     string `yaml:"vnc-listen"`
 	VNCKeymap     string `yaml:"vnc-keymap"`
 	VNCMaxClients int    `yaml:"vnc-max-clients"`
+	// The picture in H.264 (packages h264, whep, mediaws).
+	H264Encoder              string   `yaml:"h264-encoder"`
+	H264FFmpeg               string   `yaml:"h264-ffmpeg"`
+	H264Bitrate              int      `yaml:"h264-bitrate"`
+	H264GOP                  int      `yaml:"h264-gop"`
+	WebRTCMaxPeers           int      `yaml:"webrtc-max-peers"`
+	WebRTCICEServers         []string `yaml:"webrtc-ice-servers"`
+	WebRTCICECredentialsFile string   `yaml:"webrtc-ice-credentials-file"`
 
 	// Reverse proxies and connection caps.
 	TrustedProxy             []string `yaml:"trusted-proxy"`
@@ -133,6 +143,11 @@ func DefaultConfig() Config {
 		WoLPort:                  9,
 		MSDRemoteDeny:            defaultRemoteDeny(),
 		VNCMaxClients:            vnc.DefaultMaxClients,
+		H264Encoder:              h264Auto,
+		H264FFmpeg:               "ffmpeg",
+		H264Bitrate:              h264.DefaultBitrate,
+		H264GOP:                  h264.DefaultGOP,
+		WebRTCMaxPeers:           whep.DefaultMaxPeers,
 	}
 }
 
@@ -200,6 +215,9 @@ func (c *Config) Check() error {
 		return err
 	}
 	if _, err := parseNetworks("--msd-remote-deny", c.MSDRemoteDeny); err != nil {
+		return err
+	}
+	if err := c.checkH264(); err != nil {
 		return err
 	}
 	return c.CheckAuth()

@@ -43,7 +43,7 @@ func newBundle(cfg Config, env Env, src diag.InfoSource, v4l2 hw.V4L2, counts di
 	host, _ := fs.Hostname()
 	r, err := diag.NewRedactor(diag.Secrets{
 		Users: cfg.Users,
-		Files: []string{cfg.TOTPSecret, cfg.TLSKey, cfg.RADIUSSecretFile, cfg.HTTPAuthSecretFile},
+		Files: []string{cfg.TOTPSecret, cfg.TLSKey, cfg.RADIUSSecretFile, cfg.HTTPAuthSecretFile, cfg.WebRTCICECredentialsFile},
 		Names: cfg.AuthLocalUsers,
 	}, identities, host)
 	if err != nil {

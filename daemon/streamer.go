@@ -148,25 +148,38 @@ func removeStaleStreamerDirs(tmp string) {
 // addStreamer adds the video streamer: ustreamer (--streamer) on the
 // capture device found below --root, or the machine's launcher (the
 // demo's generated picture). The daemon's own reading of the capture
-// (src) is its truth for the signal.
-func addStreamer(sup *Supervisor, cfg Config, m *machine, src *info.Source, log *slog.Logger) (*streamer.Streamer, error) {
+// (src) is its truth for the signal. v, when set, is the H.264 encoding
+// of its picture (newVideo), reported in its state, whose encoder may
+// take ustreamer's raw sink.
+func addStreamer(sup *Supervisor, cfg Config, m *machine, src *info.Source, v *video, log *slog.Logger) (*streamer.Streamer, error) {
 	dir, removeDir, err := streamerDir(cfg.StreamerDir)
 	if err != nil {
 		return nil, err
 	}
-	st := streamer.New(streamer.Config{
+	extra := cfg.StreamerArgs
+	if v != nil && v.rawSink {
+		// Before the operator's own options, which win.
+		extra = append(slices.Clip(rawSinkArgs), extra...)
+	}
+	scfg := streamer.Config{
 		Launcher:   m.launcher,
 		Dir:        dir,
 		Video:      streamer.Machine{FS: m.fs, Reader: src},
 		Quality:    cfg.StreamerQuality,
 		DesiredFPS: cfg.StreamerDesiredFPS,
 		Resolution: cfg.StreamerResolution,
-		ExtraArgs:  cfg.StreamerArgs,
+		ExtraArgs:  extra,
 		Forever:    cfg.StreamerForever,
 		// Zero is kvmd's default, 10 s.
 		ShutdownDelay: cfg.StreamerShutdownDelay,
 		Log:           log,
-	})
+		H264Bitrate:   cfg.H264Bitrate,
+		H264GOP:       cfg.H264GOP,
+	}
+	if v != nil {
+		scfg.H264 = v
+	}
+	st := streamer.New(scfg)
 	sup.Add(Child{Name: "streamer", Run: Loop(func(ctx context.Context) {
 		st.Run(ctx)
 		removeDir()

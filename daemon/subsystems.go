@@ -51,7 +51,14 @@ func addDevices(sup *Supervisor, cfg Config, env Env, m *machine, src *info.Sour
 	if err != nil {
 		return nil, err
 	}
-	st, err := addStreamer(sup, cfg, m, src, log.With("component", "streamer"))
+	// The picture in H.264, when there is an encoder: the streamer
+	// reports it and may feed it its raw sink; it runs after the
+	// streamer (add, below).
+	vid, err := newH264(cfg, env, m, log.With("component", "h264"))
+	if err != nil {
+		return nil, err
+	}
+	st, err := addStreamer(sup, cfg, m, src, vid, log.With("component", "streamer"))
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +93,9 @@ func addDevices(sup *Supervisor, cfg Config, env Env, m *machine, src *info.Sour
 	}
 	// Checked at start (Config.Check).
 	d.MSDRemoteDeny, _ = parseNetworks("--msd-remote-deny", cfg.MSDRemoteDeny)
+	if vid != nil {
+		vid.add(sup, st, d)
+	}
 	for _, s := range d.Subsystems {
 		sup.Add(Child{Name: s.Name() + " events", Run: Loop(func(ctx context.Context) { subsystem.Watch(ctx, s, hub) })})
 	}

@@ -194,7 +194,7 @@ func checkDeb(t *testing.T, da debArch, deb, binary string) {
 		"Architecture": da.arch,
 		"Maintainer":   debMaintainer,
 		"Depends":      "systemd",
-		"Recommends":   "ustreamer",
+		"Recommends":   "ustreamer, ffmpeg",
 		"Suggests":     "systemd-journal-remote",
 		"Section":      "admin",
 		"Priority":     "optional",

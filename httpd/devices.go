@@ -61,6 +61,11 @@ type Devices struct {
 	// HID, when set, is the keyboard and mouse: /api/hid's input and
 	// settings, /api/ws's input messages.
 	HID HID
+	// H264, when set, is the picture in H.264: /api/media and
+	// /api/media/ws (PiKVM's Direct H.264, media.go). WebRTC, when set
+	// too, is its WebRTC sessions, signalled by WHEP at /api/media/whep.
+	H264   H264
+	WebRTC WebRTC
 }
 
 // GPIO is the board's GPIO channels (package devices implements it).

@@ -105,6 +105,12 @@ var routeTable = []route{
 	{"GET", "/streamer/snapshot", apiOnly, auth.RoleViewer, anyCred, 0, withDevices, (*Server).streamerSnapshot},
 	{"DELETE", "/streamer/snapshot", apiOnly, auth.RoleOperator, anyCred, 0, withDevices, (*Server).streamerDeleteSnapshot},
 	{"GET", "/streamer/ocr", api, auth.RoleViewer, anyCred, 0, withDevices, ocrUnavailable},
+	// The picture in H.264 (media.go): PiKVM's Direct H.264 (kvmd-media's
+	// API) and WebRTC signalled by WHEP; watching is a viewer's.
+	{"GET", "/media", api, auth.RoleViewer, anyCred, 0, withH264, (*Server).mediaInfo},
+	{"GET", "/media/ws", api, auth.RoleViewer, anyCred, 0, withH264, (*Server).mediaWS},
+	{"POST", "/media/whep", api, auth.RoleViewer, anyCred, whepMaxBody, withWebRTC, (*Server).whepOffer},
+	{"DELETE", "/media/whep", api, auth.RoleViewer, anyCred, 0, withWebRTC, (*Server).whepDelete},
 
 	// ustreamer's own paths, outside /api, where PiKVM's nginx sends
 	// /streamer/ to ustreamer (configs/nginx/kvmd.ctx-server.conf), so
@@ -282,6 +288,8 @@ const (
 	fDiagnostics                     // Config.Diagnostics
 	fHID                             // Config.Devices.HID
 	fUI                              // Config.UI
+	fH264                            // Config.Devices.H264
+	fWebRTC                          // Config.Devices.WebRTC
 	fRedfish                         // Config.Redfish
 )
 
@@ -304,6 +312,8 @@ var (
 	withDiagnostics = when{f: fDiagnostics}
 	withHID         = when{f: fHID}
 	withUI          = when{f: fUI}
+	withH264        = when{f: fH264}
+	withWebRTC      = when{f: fWebRTC}
 	withRedfish     = when{f: fRedfish}
 )
 
@@ -328,6 +338,8 @@ var features = []struct {
 	{fDiagnostics, "Diagnostics", "always"},
 	{fHID, "Devices.HID", "always"},
 	{fUI, "UI", "always"},
+	{fH264, "Devices.H264", "with an H.264 encoder (`h264-encoder` not `off`)"},
+	{fWebRTC, "Devices.WebRTC", "with an H.264 encoder and `webrtc-max-peers` above 0"},
 	{fRedfish, "Redfish", "always"},
 }
 
@@ -364,6 +376,8 @@ func (c *Config) features() feature {
 	set(c.Diagnostics != nil, fDiagnostics)
 	set(c.Devices != nil && c.Devices.HID != nil, fHID)
 	set(c.UI != nil, fUI)
+	set(c.Devices != nil && c.Devices.H264 != nil, fH264)
+	set(c.Devices != nil && c.Devices.WebRTC != nil, fWebRTC)
 	set(c.Redfish != nil, fRedfish)
 	return f
 }

@@ -118,9 +118,9 @@ type Server struct {
 	done     chan struct{}
 	// streams shares out the requests that hold a connection for long
 	// (shares.go): WebSockets, log follows, video streams, snapshots,
-	// VNC connections.
-	streams                                           *streams
-	wsKind, logKind, videoKind, snapshotKind, vncKind streamKind
+	// VNC connections, WebRTC peers.
+	streams                                                    *streams
+	wsKind, logKind, videoKind, snapshotKind, vncKind, rtcKind streamKind
 	// bodies is the budget of the bytes held in large request bodies.
 	bodies *bodies
 	// base is every request's parent context (http.Server.BaseContext):
@@ -177,6 +177,15 @@ func New(cfg Config) (*Server, error) {
 	s.vncKind = streamKind{name: "VNC connections", perUser: DefaultVNCPerUser}
 	if cfg.LogFollowers >= 2 {
 		s.logKind.reserve = max(cfg.LogFollowers/5, 1)
+	}
+	if cfg.Devices != nil && cfg.Devices.WebRTC != nil {
+		// WebRTC peers: half the peers for one user, a fifth kept for
+		// admins (the manager's own bound refuses beyond MaxPeers).
+		n := cfg.Devices.WebRTC.MaxPeers()
+		s.rtcKind = streamKind{name: "WebRTC peers", perUser: max(n/2, 1), max: n}
+		if n >= 2 {
+			s.rtcKind.reserve = max(n/5, 1)
+		}
 	}
 	s.refusals = refusals{log: cfg.Log, now: time.Now}
 	s.base, s.cancelBase = context.WithCancel(context.Background())

@@ -13,8 +13,11 @@ import (
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpioreg"
 	"periph.io/x/conn/v3/pin"
-	"periph.io/x/host/v3"
 	"periph.io/x/host/v3/gpioioctl"
+	// The character-device driver and periph's sysfs-gpio, as host.Init
+	// registers them on Linux; the Raspberry Pi's own drivers come with
+	// gpio_arm.go.
+	_ "periph.io/x/host/v3/sysfs"
 )
 
 // PinSpec names a GPIO pin of the board.
@@ -46,14 +49,19 @@ type PinState struct {
 	ActiveLow bool `json:"active_low"`
 }
 
-// InitGPIO registers the machine's GPIO pins with periph (host.Init). It
+// InitGPIO registers the machine's GPIO pins with periph's drivers of the
+// boards this daemon runs on: the character device's (any Linux), and the
+// Raspberry Pi's on ARM (gpio_arm.go). periph's host.Init would register
+// every board's it knows too (Allwinner, Pine64, BeagleBone, C.H.I.P.,
+// ODROID-C1), a fifth of a megabyte of the binary for boards no kvmd
+// image or package is made for. It
 // reports false with a nil error when this machine has no GPIO pins; an
 // error names the GPIO drivers that apply here but failed, such as the
 // Raspberry Pi's when it cannot map /dev/gpiomem. Both may come together:
 // pins can be usable through one driver while another failed. Failures of
 // drivers for other things (DMA, SPI, ...) are not reported.
 func InitGPIO() (ok bool, err error) {
-	st, err := host.Init()
+	st, err := driverreg.Init()
 	if err != nil {
 		return false, fmt.Errorf("gpio: %w", err)
 	}

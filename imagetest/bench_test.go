@@ -27,6 +27,7 @@ type figures struct {
 	daemonStart                                                   time.Duration
 	rssIdle, rssAfter                                             int // KiB
 	streamer                                                      streamerFigures
+	h264                                                          h264Figures
 	// signalToEvent: vivid's signal switched by v4l2-ctl to the streamer
 	// event at an /api/ws client (testVideo).
 	signalToEvent []time.Duration
@@ -57,6 +58,8 @@ func (f *figures) report(t *testing.T) {
 		f.daemonStart.Milliseconds(), f.watchdogRestart.Seconds(), f.rssIdle, f.rssAfter, f.guestStartup)
 	t.Logf("imagetest: hid_ws_to_evkey_median_us=%d p99_us=%d print_chars_per_s=%.0f print_slow_chars_per_s=%.1f hid_test_s=%.0f",
 		f.hidLatencyMedian, f.hidLatencyP99, f.hidRate, f.hidSlowRate, f.hidTest.Seconds())
+	t.Logf("imagetest: h264_first_ms=%.0f h264_fps=%.1f h264_bytes=%d webrtc_first_ms=%.0f webrtc_fps=%.1f h264_resize_ms=%.0f",
+		f.h264.firstMS, f.h264.fps, f.h264.bytes, f.h264.webrtcMS, f.h264.webrtcFPS, f.h264.resizeMS)
 	path := os.Getenv("KVMD_IMAGETEST_BENCH")
 	if path == "" || t.Failed() {
 		return
@@ -123,6 +126,12 @@ func (f *figures) markdown(now time.Time) string {
 		w("| streamer: a stream request with the streamer stopped to its first frame, through the daemon | %.0f ms |", sf.firstFrame)
 		w("| streamer: `kill -9` of ustreamer to a snapshot from the new one (1 s backoff) | %.1f s |", sf.restart.Seconds())
 		w("| streamer: the last client gone to ustreamer stopped (`--streamer-shutdown-delay` 10 s) | %.1f s |", sf.stopAfter.Seconds())
+	}
+	if hf := f.h264; hf.firstMS > 0 {
+		w("| H.264 (ffmpeg's libx264 in the guest, from ustreamer's MJPEG of vivid at 640x480): a Direct H.264 request (`/api/media/ws?video=h264`, the forwarded port) with the encoder stopped to its first unit | %.0f ms |", hf.firstMS)
+		w("| H.264: units a second that client got, and bytes a unit (taking all the emulated CPU there is with ustreamer) | %.1f, %d B |", hf.fps, hf.bytes)
+		w("| H.264: a WHEP offer of the guest's WebRTC peer (pion) to its first unit, the encoder running; its units a second | %.0f ms, %.1f |", hf.webrtcMS, hf.webrtcFPS)
+		w("| H.264: vivid switched to 1280x720 to the first unit of that size (a new ustreamer picture, a new encoder) | %.1f s |", hf.resizeMS/1000)
 	}
 	if med, maxd := durationMedian(f.signalToEvent); len(f.signalToEvent) > 0 {
 		w("| vivid's signal switched (`v4l2-ctl -c dv_timings_signal_mode`, no signal and back) to the `streamer` event at an `/api/ws` client, median of %d (max) | %.2f s (%.2f s) |",

@@ -129,6 +129,7 @@ func TestBootedSystem(t *testing.T) {
 	t.Run("video", func(t *testing.T) { sys.testVideo(t, &fig) })
 	t.Run("streamer", func(t *testing.T) { sys.testStreamer(t, &fig) })
 	t.Run("m2m", sys.testM2M)
+	t.Run("h264", func(t *testing.T) { sys.testH264(t, &fig) })
 	t.Run("gpio", sys.testGPIO)
 	t.Run("redfish", sys.testRedfish)
 	t.Run("hid", func(t *testing.T) { sys.testHID(t, &fig) })

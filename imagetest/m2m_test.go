@@ -80,7 +80,12 @@ type m2mReport struct {
 // and lacks, key frames by GOP and asked for, a GOP changed while
 // streaming, a new size and a new raw format mid-stream, Close while
 // coding, nothing left mapped), with vicodec single-planar and then
-// multi-planar (bcm2835-codec's API); and end to end: Debian's ustreamer
+// multi-planar (bcm2835-codec's API); the daemon's hardware encoder
+// (package h264/m2m) in its H.264 pipeline on multi-planar vicodec (units
+// from a key one on, P-frames, a key frame asked for, a new encoder at a
+// new size, the device closed after the last subscriber, then vivid's
+// frames from ustreamer's raw sink through h264.SinkSource); and end to
+// end: Debian's ustreamer
 // on vivid with its raw sink (package streamer/memsink), its YUYV frames
 // coded by vicodec, a key frame asked for, vivid switched from 640x480 to
 // 1280x720 mid-stream; on the far side vicodec's stateful decoder, driven
@@ -118,13 +123,8 @@ func (s *system) testM2M(t *testing.T) {
 	defer sh.run(t, "rmmod vicodec")
 
 	// The package's tests, single- and multi-planar.
-	test := filepath.Join(s.share, "v4l2m2m.test")
-	build := exec.Command("go", "test", "-c", "-o", test, "../hw/v4l2m2m")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building hw/v4l2m2m's tests: %v\n%s", err, out)
-	}
-	s.installShared(t, test, "/usr/local/bin/kvmd-v4l2m2m.test")
+	s.installTests(t, "hw/v4l2m2m", "kvmd-v4l2m2m.test")
+	s.installTests(t, "h264/m2m", "kvmd-h264-m2m.test")
 	for _, params := range []string{"", "multiplanar=1"} {
 		load(params)
 		out, st, err := sh.runTimeout("KVMD_VICODEC=1 kvmd-v4l2m2m.test -test.v -test.run Vicodec", 5*time.Minute)
@@ -156,8 +156,16 @@ func (s *system) testM2M(t *testing.T) {
 		}
 	}
 	defer stop()
+	// The daemon's hardware encoder (package h264/m2m) in its pipeline,
+	// on vicodec: generated pictures, then ustreamer's raw frames of
+	// vivid through h264.SinkSource.
+	out, st, err := sh.runTimeout("KVMD_VICODEC=1 KVMD_RAW_SINK=kvmd-m2m kvmd-h264-m2m.test -test.v -test.run Vicodec", 5*time.Minute)
+	if err != nil || st != 0 || strings.Count(out, "--- PASS: TestVicodec") != 2 {
+		t.Fatalf("h264/m2m's tests on vicodec: exit status %d, %v:\n%s", st, err, out)
+	}
+	t.Logf("h264/m2m's tests on vicodec:\n%s", out)
 	const frames, force = 6, 3
-	out, st, err := sh.runTimeout(fmt.Sprintf("kvmd-m2mcheck encode -sink kvmd-m2m -out %s -frames %d -force %d"+
+	out, st, err = sh.runTimeout(fmt.Sprintf("kvmd-m2mcheck encode -sink kvmd-m2m -out %s -frames %d -force %d"+
 		" -switch 'v4l2-ctl -d /dev/video0 -c dv_timings=9'", dir, frames, force), 5*time.Minute)
 	if err != nil || st != 0 {
 		log, _ := sh.run(t, "tail -30 "+dir+"/ustreamer.log")
@@ -229,6 +237,19 @@ func (s *system) testM2M(t *testing.T) {
 	if n := decode("all.fwht", "all.raw"); n != total {
 		t.Errorf("the two sizes as one stream decoded to %d bytes, want %d", n, total)
 	}
+}
+
+// installTests builds the tests of package pkg (a path below the
+// repository) for the guest and installs the binary as /usr/local/bin/name.
+func (s *system) installTests(t *testing.T, pkg, name string) {
+	t.Helper()
+	test := filepath.Join(s.share, name)
+	build := exec.Command("go", "test", "-c", "-o", test, "../"+pkg)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s's tests: %v\n%s", pkg, err, out)
+	}
+	s.installShared(t, test, "/usr/local/bin/"+name)
 }
 
 // installShared copies a host file into the guest at dest, through the

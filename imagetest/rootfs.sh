@@ -6,7 +6,7 @@
 #
 # The directory, named by a hash of this script's commands (its package
 # list and mmdebstrap options), the files of guest/ and the apt sources,
-# holds base.img (the root file system, ext4, 2 GiB, sparse),
+# holds base.img (the root file system, ext4, 3 GiB, sparse),
 # vmlinuz and initrd.img (Debian's kernel and the initramfs it made), and
 # packages.txt (what is installed). It is built with mmdebstrap from
 # Debian's packages only, from the mirrors this machine's apt uses (the
@@ -28,13 +28,13 @@
 # Besides the system, the kernel's own tools that the device checks read
 # the far side with: v4l-utils (v4l2-ctl, media-ctl) for vivid, evtest for
 # the input devices our gadget makes, usbutils (lsusb) and gpiod
-# (gpioinfo); and ustreamer, the streamer the daemon manages (the Debian
-# package recommends it).
+# (gpioinfo); and ustreamer, the streamer the daemon manages, and ffmpeg,
+# its software H.264 encoder (the Debian package recommends both).
 set -eu
 
 suite=bookworm
-packages=systemd,systemd-sysv,udev,dbus,linux-image-arm64,iproute2,kmod,procps,v4l-utils,ustreamer,evtest,usbutils,gpiod,usbredirect
-size=2G
+packages=systemd,systemd-sysv,udev,dbus,linux-image-arm64,iproute2,kmod,procps,v4l-utils,ustreamer,ffmpeg,evtest,usbutils,gpiod,usbredirect
+size=3G
 
 check=false
 if [ "${1:-}" = -n ]; then
@@ -73,9 +73,9 @@ if [ "$(id -u)" != 0 ]; then
 	grep -q "^$(id -un):" /etc/subuid 2>/dev/null ||
 		cannot "not root, and no subordinate user IDs in /etc/subuid for mmdebstrap's unshare mode"
 fi
-# The image is 2 GiB sparse (about 1 GiB used), mmdebstrap's chroot in
+# The image is 3 GiB sparse (about 1.4 GiB used), mmdebstrap's chroot in
 # TMPDIR about 1 GiB, the test's overlay some hundred MiB.
-[ "$(free "$cache")" -ge $((3 * 1024 * 1024)) ] || cannot "less than 3 GiB free for $cache"
+[ "$(free "$cache")" -ge $((4 * 1024 * 1024)) ] || cannot "less than 4 GiB free for $cache"
 [ "$(free "${TMPDIR:-/tmp}")" -ge $((2 * 1024 * 1024)) ] || cannot "less than 2 GiB free in ${TMPDIR:-/tmp}"
 
 # The apt sources: the host's Debian mirrors for the suite, or the mirror
@@ -139,10 +139,12 @@ mmdebstrap --variant=minbase --arch=arm64 --format=ext2 \
 	--customize-hook='rm "$1/packages.txt"' \
 	$suite "$tmp/rootfs.ext2" "$@" >&2
 
-# genext2fs's ext2, grown to SIZE and made ext4 as mmdebstrap's manual says.
+# genext2fs's ext2, grown to SIZE and made ext4 as mmdebstrap's manual says
+# (never shrunk: mmdebstrap sizes it with room to spare, with ffmpeg over
+# 2 GiB, and a cut file system does not mount).
 img=$tmp/rootfs.ext2
 e2fsck -fy "$img" >/dev/null || [ $? -le 1 ]
-truncate -s $size "$img"
+truncate -s ">$size" "$img"
 resize2fs "$img" >/dev/null 2>&1
 tune2fs -O extents,uninit_bg,dir_index,has_journal "$img" >/dev/null
 e2fsck -fyD "$img" >/dev/null || [ $? -le 1 ]

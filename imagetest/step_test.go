@@ -31,8 +31,8 @@ func TestCIRefusesSkip(t *testing.T) {
 		fail    bool
 		lastHas string
 	}{
-		{"CI", []string{bash, ".ci/run"}, "0", true, "make test: FAILED: the booted test did not run, and KVMD_IMAGETEST=1 (CI) requires it: this host cannot run it: less than 3 GiB free"},
-		{"newcomer", []string{makeBin, "test"}, "", false, "make test: the booted test did NOT run: this host cannot run it: less than 3 GiB free"},
+		{"CI", []string{bash, ".ci/run"}, "0", true, "make test: FAILED: the booted test did not run, and KVMD_IMAGETEST=1 (CI) requires it: this host cannot run it: less than 4 GiB free"},
+		{"newcomer", []string{makeBin, "test"}, "", false, "make test: the booted test did NOT run: this host cannot run it: less than 4 GiB free"},
 		{"KVMD_IMAGETEST=0", []string{makeBin, "test"}, "0", false, "make test: the booted test did NOT run: KVMD_IMAGETEST=0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

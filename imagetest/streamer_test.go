@@ -570,8 +570,9 @@ func (s *system) thirdPartySnapshots(t *testing.T) {
 // github.com/pikvm/kvmd: KVMD_PIKVM_REPO, a git directory, by default
 // /work/.mirror/pikvm+kvmd/repo) from nginx on this host, in front of the
 // daemon over TCP as the README's proxy section has it, and checks in
-// Chromium that its KVM page shows vivid's stream. PiKVM's files are
-// taken at test time, never kept in this repository.
+// Chromium that its KVM page shows vivid's stream, in MJPEG and in its
+// Direct H.264 mode. PiKVM's files are taken at test time, never kept
+// in this repository.
 func (s *system) pikvmPage(t *testing.T) {
 	repo, err := testutil.FindPiKVMRepo()
 	if err != nil {
@@ -666,6 +667,10 @@ http {
 	}
 	res := s.webcheck(t, "pikvm", "-url", base, "-passwd", s.passwd, "-out", s.shotPath("pikvm-kvm-page.png"))
 	t.Logf("PiKVM's KVM page (kvmd %s) behind nginx shows the stream: %v", rev, res)
+	// Its Direct H.264 mode: /api/media/ws through the proxy, from the
+	// guest's software encoder, decoded by Chromium's WebCodecs.
+	res = s.webcheck(t, "pikvm", "-url", base, "-passwd", s.passwd, "-video", "media", "-out", s.shotPath("pikvm-h264.png"))
+	t.Logf("PiKVM's KVM page in its Direct H.264 mode: %v", res)
 }
 
 // consoleClick checks the mouse's events (device 1 of the watcher) for a

@@ -31,17 +31,7 @@ type wsClient struct {
 func (s *system) dialWS(t *testing.T) *wsClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	hdr := http.Header{}
-	for k, v := range s.creds(t) {
-		hdr.Set(k, v)
-	}
-	hc := *s.c.hc
-	hc.Timeout = 0
-	c, resp, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(s.c.base, "https")+"/api/ws?stream=0", &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: hdr})
-	if err != nil {
-		cancel()
-		t.Fatalf("/api/ws: %v %v", resp, err)
-	}
+	c := s.dialWebSocket(t, ctx, "/api/ws?stream=0")
 	c.SetReadLimit(1 << 20)
 	w := &wsClient{c: c, events: make(chan wsEvent, 1000), cancel: cancel}
 	go func() {
@@ -98,4 +88,21 @@ func (w *wsClient) next(typ string, d time.Duration, match func(json.RawMessage)
 			return wsEvent{}, false
 		}
 	}
+}
+
+// dialWebSocket opens a WebSocket of path as admin through the forwarded
+// port, the device's certificate checked; ctx bounds its life.
+func (s *system) dialWebSocket(t *testing.T, ctx context.Context, path string) *websocket.Conn {
+	t.Helper()
+	hdr := http.Header{}
+	for k, v := range s.creds(t) {
+		hdr.Set(k, v)
+	}
+	hc := *s.c.hc
+	hc.Timeout = 0
+	c, resp, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(s.c.base, "https")+path, &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: hdr})
+	if err != nil {
+		t.Fatalf("%s: %v %v", path, resp, err)
+	}
+	return c
 }

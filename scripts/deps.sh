@@ -2,9 +2,11 @@
 # Usage: deps.sh [demo]
 #
 # With "demo" (make run), only what the demo daemon uses: journalctl and
-# systemd-journal-remote, for its journal. The demo works without them
-# (/api/log then answers 503 saying why), so failing to install them is a
-# warning there, not an error. DEPS_DRY_RUN=1 prints the packages it would
+# systemd-journal-remote, for its journal, and ffmpeg, its H.264 encoder
+# (WebRTC and Direct H.264 in the console). The demo works without them
+# (/api/log then answers 503 saying why; the console shows MJPEG and the
+# log says H.264 needs ffmpeg), so failing to install them is a warning
+# there, not an error. DEPS_DRY_RUN=1 prints the packages it would
 # install and installs nothing.
 #
 # Without (make deps, make test), every Debian package the tests and the
@@ -31,7 +33,9 @@
 # service, like prometheus's, is neither started nor enabled).
 # ustreamer, PiKVM's MJPEG streamer, is the program the daemon runs for video
 # (package streamer): its tests run it without a capture device, where it
-# serves its "NO SIGNAL" picture over its unix socket.
+# serves its "NO SIGNAL" picture over its unix socket. ffmpeg (with libx264)
+# is the software H.264 encoder the daemon runs (package h264/ffmpeg), and
+# the decoder the H.264 tests read what a client got with (ffprobe too).
 # The booted-system test (make image-test, imagetest/): mmdebstrap builds a
 # Debian arm64 system from Debian's packages, running their maintainer
 # scripts under qemu-user-static through binfmt_misc (arch-test is how
@@ -60,6 +64,7 @@ if [ "$mode" != install ]; then
 	command -v journalctl >/dev/null 2>&1 || need="$need systemd"
 	[ -x /usr/lib/systemd/systemd-journal-remote ] || [ -x /lib/systemd/systemd-journal-remote ] ||
 		need="$need systemd-journal-remote"
+	command -v ffmpeg >/dev/null 2>&1 || need="$need ffmpeg"
 	if [ "$mode" = all ]; then
 		command -v lintian >/dev/null 2>&1 || need="$need lintian"
 		command -v mandoc >/dev/null 2>&1 || need="$need mandoc"
@@ -163,7 +168,7 @@ if [ "$mode" = demo ]; then
 	# and make run goes on.
 	# shellcheck disable=SC2086
 	if ! sh "$0" install $need; then
-		echo "deps.sh: could not install$need; the demo runs without its journal (/api/log answers 503)" >&2
+		echo "deps.sh: could not install$need; the demo runs without what is missing (no journal: /api/log answers 503; no ffmpeg: no H.264, the console shows MJPEG)" >&2
 	fi
 	exit 0
 fi

@@ -115,7 +115,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $size
 Depends: systemd
-Recommends: ustreamer
+Recommends: ustreamer, ffmpeg
 Suggests: systemd-journal-remote
 Section: admin
 Priority: optional
@@ -125,7 +125,8 @@ Description: KVM-over-IP HTTP API daemon for Raspberry Pi
  capture, GPIO) and the system journal, behind password logins with
  optional two-factor authentication, over HTTPS. It runs ustreamer on
  the capture device for the host's screen (the console page, PiKVM's
- streamer API), when ustreamer is installed.
+ streamer API), when ustreamer is installed, and ffmpeg to send it in
+ H.264 (WebRTC, PiKVM's Direct H.264) where the board has no encoder.
  .
  This package is for machines that run Raspberry Pi OS rather than the
  full appliance image. It installs the daemon, its systemd units (socket

@@ -4,7 +4,7 @@
 # whether it ran.
 #
 # imagetest/rootfs.sh -n CACHE says why a host cannot (no bookworm mirror in
-# apt's sources, no binfmt_misc, less than 3 GiB free...). Then the step
+# apt's sources, no binfmt_misc, less than 4 GiB free...). Then the step
 # passes saying so, for a newcomer's make test; with KVMD_IMAGETEST=1, as
 # CI's .ci/run sets it, it fails. KVMD_IMAGETEST=0 leaves it out on purpose.
 # When it runs, go test's output is read as well: no TestBootedSystem that

@@ -1,12 +1,9 @@
 package streamer
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -113,24 +110,9 @@ func (e Exec) Launch(args []string, line func(string)) (Process, error) {
 	go func() {
 		defer close(p.out)
 		defer r.Close()
-		readLines(r, line)
+		procgroup.Lines(r, line)
 	}()
 	return p, nil
-}
-
-// readLines calls line with each line of r, its end of line removed. A
-// line longer than 4 KiB is cut there.
-func readLines(r io.Reader, line func(string)) {
-	br := bufio.NewReaderSize(r, 4096)
-	for {
-		b, err := br.ReadSlice('\n')
-		if len(b) > 0 {
-			line(string(bytes.TrimRight(b, "\r\n")))
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return
-		}
-	}
 }
 
 type execProcess struct {

@@ -270,6 +270,9 @@ func TestNotInstalled(t *testing.T) {
 	if _, _, err := s.Stream(context.Background(), ""); !errors.Is(err, streamer.ErrNotInstalled) {
 		t.Errorf("stream: %v", err)
 	}
+	if _, err := s.Hold(context.Background()); !errors.Is(err, streamer.ErrNotInstalled) {
+		t.Errorf("hold: %v", err)
+	}
 }
 
 // TestNoCapture: without a capture device, the same.
@@ -278,6 +281,9 @@ func TestNoCapture(t *testing.T) {
 	run(t, s)
 	if _, err := s.RawSnapshot(context.Background()); !errors.Is(err, streamer.ErrNoCapture) {
 		t.Fatalf("snapshot: %v, want ErrNoCapture", err)
+	}
+	if _, err := s.Hold(context.Background()); !errors.Is(err, streamer.ErrNoCapture) {
+		t.Errorf("hold: %v, want ErrNoCapture", err)
 	}
 }
 
@@ -339,8 +345,15 @@ func TestRealUstreamer(t *testing.T) {
 		t.Fatalf("ustreamer running before a client: %v", pids)
 	}
 
-	release := s.Acquire()
+	// Hold (a reader of the raw sink's) returns once it runs.
 	ctx := context.Background()
+	release, err := s.Hold(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Running() == 0 || len(procsWith(t, sock)) != 1 {
+		t.Errorf("Hold returned with ustreamer %d running, processes %v", s.Running(), procsWith(t, sock))
+	}
 	snap, err := s.Snapshot(ctx, false, false, true)
 	if err != nil {
 		t.Fatal(err)

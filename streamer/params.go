@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"kvmd/h264"
 	"kvmd/hw"
 )
 
@@ -19,7 +20,8 @@ var (
 	// ErrResolutionNotSupported: the capture's resolution is the signal's
 	// (DV timings), not chosen.
 	ErrResolutionNotSupported = errors.New("streamer: this streamer does not support resolution settings")
-	// ErrH264NotSupported: this daemon streams MJPEG only.
+	// ErrH264NotSupported: this daemon has no H.264 encoder
+	// (Config.H264 unset: --h264-encoder off, or none found).
 	ErrH264NotSupported = errors.New("streamer: this streamer does not support H264")
 )
 
@@ -70,21 +72,33 @@ func FeaturesOf(kind string) Features {
 }
 
 // Params are the stream's settings (kvmd's params and applied): only those
-// of the capture's features are shown.
+// of the capture's features are shown. H264Bitrate (kbit/s) and H264GOP
+// are the H.264 encoder's, with features.h264.
 type Params struct {
-	Quality    int
-	DesiredFPS int
-	Resolution string
+	Quality     int
+	DesiredFPS  int
+	Resolution  string
+	H264Bitrate int
+	H264GOP     int
 }
 
-// Limits bound the params: kvmd's limits.
+// ustreamer returns the params ustreamer runs with: a change of the
+// others (H.264's) does not restart it.
+func (p Params) ustreamer() Params {
+	p.H264Bitrate, p.H264GOP = 0, 0
+	return p
+}
+
+// Limits bound the params: kvmd's limits. The H.264 ones are kvmd's
+// validators' bounds (h264.MinBitrate...).
 type Limits struct {
 	DesiredFPSMin, DesiredFPSMax int
 	Resolutions                  []string
 }
 
 // json returns params as kvmd shows them: desired_fps always, quality and
-// resolution when the capture has them.
+// resolution when the capture has them, h264_bitrate and h264_gop with
+// an H.264 encoder.
 func (p Params) json(f Features) map[string]any {
 	m := map[string]any{"desired_fps": p.DesiredFPS}
 	if f.Quality {
@@ -93,6 +107,10 @@ func (p Params) json(f Features) map[string]any {
 	if f.Resolution {
 		m["resolution"] = p.Resolution
 	}
+	if f.H264 {
+		m["h264_bitrate"] = p.H264Bitrate
+		m["h264_gop"] = p.H264GOP
+	}
 	return m
 }
 
@@ -100,6 +118,10 @@ func (l Limits) json(f Features) map[string]any {
 	m := map[string]any{"desired_fps": map[string]int{"min": l.DesiredFPSMin, "max": l.DesiredFPSMax}}
 	if f.Resolution {
 		m["available_resolutions"] = slices.Clone(l.Resolutions)
+	}
+	if f.H264 {
+		m["h264_bitrate"] = map[string]int{"min": h264.MinBitrate, "max": h264.MaxBitrate}
+		m["h264_gop"] = map[string]int{"min": h264.MinGOP, "max": h264.MaxGOP}
 	}
 	return m
 }
@@ -189,10 +211,26 @@ func (p Params) apply(ch Change, f Features, l Limits) (Params, error) {
 		}
 		p.Resolution = r
 	}
-	for _, k := range []string{"h264_bitrate", "h264_gop"} {
-		if ch[k] != "" {
+	for _, h := range []struct {
+		name   string
+		lo, hi int
+		dst    *int
+	}{
+		{"h264_bitrate", h264.MinBitrate, h264.MaxBitrate, &p.H264Bitrate},
+		{"h264_gop", h264.MinGOP, h264.MaxGOP, &p.H264GOP},
+	} {
+		v := ch[h.name]
+		if v == "" {
+			continue
+		}
+		if !f.H264 {
 			return p, ErrH264NotSupported
 		}
+		n, err := parseInt(h.name, v, h.lo, h.hi)
+		if err != nil {
+			return p, err
+		}
+		*h.dst = n
 	}
 	return p, nil
 }

@@ -56,9 +56,12 @@ func fps(s string) (any, error) { return ParseFPS(s) }
 func res(s string) (any, error) { return ParseResolution(s) }
 
 func TestApply(t *testing.T) {
-	base := Params{Quality: 80, DesiredFPS: 30, Resolution: "1920x1080"}
+	base := Params{Quality: 80, DesiredFPS: 30, Resolution: "1920x1080", H264Bitrate: 5000, H264GOP: 60}
 	lim := Limits{DesiredFPSMin: 0, DesiredFPSMax: 90, Resolutions: DongleResolutions}
 	csi, usb := FeaturesOf(hw.CaptureCSI), FeaturesOf(hw.CaptureUSB)
+	csiH := csi
+	csiH.H264 = true
+	with := func(f func(*Params)) Params { p := base; f(&p); return p }
 	for _, tt := range []struct {
 		name string
 		f    Features
@@ -68,14 +71,21 @@ func TestApply(t *testing.T) {
 	}{
 		{"nothing", csi, Change{}, base, nil},
 		{"empty values are not given (kvmd)", csi, Change{"quality": "", "resolution": ""}, base, nil},
-		{"quality", csi, Change{"quality": "50"}, Params{50, 30, "1920x1080"}, nil},
-		{"fps", csi, Change{"desired_fps": "10"}, Params{80, 10, "1920x1080"}, nil},
+		{"quality", csi, Change{"quality": "50"}, with(func(p *Params) { p.Quality = 50 }), nil},
+		{"fps", csi, Change{"desired_fps": "10"}, with(func(p *Params) { p.DesiredFPS = 10 }), nil},
 		{"fps above the limit", csi, Change{"desired_fps": "100"}, base, &ParamError{}},
 		{"quality of a dongle", usb, Change{"quality": "50"}, base, ErrQualityNotSupported},
 		{"resolution of a bridge", csi, Change{"resolution": "1280x720"}, base, ErrResolutionNotSupported},
-		{"resolution of a dongle", usb, Change{"resolution": "1280x720"}, Params{80, 30, "1280x720"}, nil},
+		{"resolution of a dongle", usb, Change{"resolution": "1280x720"}, with(func(p *Params) { p.Resolution = "1280x720" }), nil},
 		{"resolution not offered", usb, Change{"resolution": "1281x720"}, base, &ParamError{}},
-		{"h264", csi, Change{"h264_bitrate": "5000"}, base, ErrH264NotSupported},
+		{"h264 without an encoder", csi, Change{"h264_bitrate": "5000"}, base, ErrH264NotSupported},
+		{"h264 gop without an encoder", usb, Change{"h264_gop": "10"}, base, ErrH264NotSupported},
+		{"h264 bitrate", csiH, Change{"h264_bitrate": "2000"}, with(func(p *Params) { p.H264Bitrate = 2000 }), nil},
+		{"h264 both", csiH, Change{"h264_bitrate": "25", "h264_gop": "0"}, with(func(p *Params) { p.H264Bitrate, p.H264GOP = 25, 0 }), nil},
+		{"h264 bitrate below kvmd's 25", csiH, Change{"h264_bitrate": "24"}, base, &ParamError{}},
+		{"h264 bitrate above kvmd's 20000", csiH, Change{"h264_bitrate": "20001"}, base, &ParamError{}},
+		{"h264 gop above kvmd's 60", csiH, Change{"h264_gop": "61"}, base, &ParamError{}},
+		{"h264 gop not a number", csiH, Change{"h264_gop": "ten"}, base, &ParamError{}},
 		{"support is checked before the value (kvmd)", usb, Change{"quality": "x"}, base, ErrQualityNotSupported},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,23 +126,29 @@ func TestFPSOneRange(t *testing.T) {
 }
 
 func TestParamsJSON(t *testing.T) {
-	p := Params{Quality: 80, DesiredFPS: 30, Resolution: "1920x1080"}
+	p := Params{Quality: 80, DesiredFPS: 30, Resolution: "1920x1080", H264Bitrate: 5000, H264GOP: 60}
 	l := Limits{DesiredFPSMin: 0, DesiredFPSMax: 90, Resolutions: []string{"1920x1080", "640x480"}}
 	for _, tt := range []struct {
 		kind           string
+		h264           bool
 		params, limits map[string]any
 	}{
-		{hw.CaptureCSI, map[string]any{"quality": 80, "desired_fps": 30},
+		{hw.CaptureCSI, false, map[string]any{"quality": 80, "desired_fps": 30},
 			map[string]any{"desired_fps": map[string]int{"min": 0, "max": 90}}},
-		{hw.CaptureUSB, map[string]any{"resolution": "1920x1080", "desired_fps": 30},
+		{hw.CaptureUSB, false, map[string]any{"resolution": "1920x1080", "desired_fps": 30},
 			map[string]any{"desired_fps": map[string]int{"min": 0, "max": 90}, "available_resolutions": []string{"1920x1080", "640x480"}}},
+		// kvmd's shapes with H.264 (kvmd/apps/kvmd/streamer/params.py).
+		{hw.CaptureCSI, true, map[string]any{"quality": 80, "desired_fps": 30, "h264_bitrate": 5000, "h264_gop": 60},
+			map[string]any{"desired_fps": map[string]int{"min": 0, "max": 90},
+				"h264_bitrate": map[string]int{"min": 25, "max": 20000}, "h264_gop": map[string]int{"min": 0, "max": 60}}},
 	} {
 		f := FeaturesOf(tt.kind)
+		f.H264 = tt.h264
 		if got := p.json(f); !reflect.DeepEqual(got, tt.params) {
-			t.Errorf("%s params %v, want %v", tt.kind, got, tt.params)
+			t.Errorf("%s h264 %v params %v, want %v", tt.kind, tt.h264, got, tt.params)
 		}
 		if got := l.json(f); !reflect.DeepEqual(got, tt.limits) {
-			t.Errorf("%s limits %v, want %v", tt.kind, got, tt.limits)
+			t.Errorf("%s h264 %v limits %v, want %v", tt.kind, tt.h264, got, tt.limits)
 		}
 	}
 }

@@ -17,8 +17,8 @@ import (
 )
 
 // The keys of the state, kvmd's (kvmd/apps/kvmd/streamer/__init__.py),
-// and this daemon's own "capture".
-var stateKeys = []string{"features", "limits", "params", "applied", "streamer", "snapshot", "capture", "error"}
+// and this daemon's own "capture", "error" and "h264".
+var stateKeys = []string{"features", "limits", "params", "applied", "streamer", "snapshot", "capture", "error", "h264"}
 
 // CaptureState is the daemon's own reading of the capture device, which
 // kvmd's state does not have: the signal's truth where ustreamer's
@@ -61,15 +61,27 @@ func (s *Streamer) compose(ss map[string]any) map[string]any {
 	saved := s.saved
 	lastErr := s.lastErr
 	s.mu.Unlock()
-	f := FeaturesOf(c.Kind)
+	f := s.features(c.Kind)
 	l := Limits{DesiredFPSMin: s.cfg.DesiredFPSMin, DesiredFPSMax: s.cfg.DesiredFPSMax, Resolutions: s.cfg.Resolutions}
 
 	var streamer any // JSON null without a streamer
 	applied := params.json(f)
+	var own any // this daemon's "h264", null without an encoder
+	if s.cfg.H264 != nil {
+		own = s.cfg.H264.State()
+	}
 	if ss != nil {
 		if signalAbsent(v) {
 			if src, ok := ss["source"].(map[string]any); ok {
 				src["online"] = false
+			}
+		}
+		if s.cfg.H264 != nil {
+			// ustreamer 6's own "h264" (src/ustreamer/http/server.c),
+			// which 4.9 has not: kvmd's applied reads the bitrate and GOP
+			// from it, PiKVM's page its online.
+			if st := s.cfg.H264.Status(); st.Running {
+				ss["h264"] = map[string]any{"bitrate": st.Settings.Bitrate, "gop": st.Settings.GOP, "online": st.Online, "fps": st.FPS}
 			}
 		}
 		streamer = ss
@@ -92,7 +104,16 @@ func (s *Streamer) compose(ss map[string]any) map[string]any {
 		"snapshot": snap,
 		"capture":  capture,
 		"error":    problem(lastErr),
+		"h264":     own,
 	}
+}
+
+// features are the capture's features (FeaturesOf) and H.264 when there
+// is an encoder.
+func (s *Streamer) features(kind string) Features {
+	f := FeaturesOf(kind)
+	f.H264 = s.cfg.H264 != nil
+	return f
 }
 
 // problem says in words why no streamer can run, for the state's "error"
@@ -130,6 +151,9 @@ func applyStreamer(applied, ss map[string]any, f Features) {
 				}
 			}
 		}
+	}
+	if h, ok := ss["h264"].(map[string]any); ok && f.H264 {
+		applied["h264_bitrate"], applied["h264_gop"] = h["bitrate"], h["gop"]
 	}
 }
 
@@ -268,25 +292,32 @@ func (s *Streamer) SetParams(ch Change) error {
 	} else {
 		c = s.capture
 	}
-	f := FeaturesOf(c.Kind)
+	f := s.features(c.Kind)
 	l := Limits{DesiredFPSMin: s.cfg.DesiredFPSMin, DesiredFPSMax: s.cfg.DesiredFPSMax, Resolutions: s.cfg.Resolutions}
 	p, err := s.params.apply(ch, f, l)
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	changed := p != s.params
+	old := s.params
 	s.params = p
-	if changed && s.cur != nil {
+	restart := p.ustreamer() != old.ustreamer()
+	if restart && s.cur != nil {
 		// The reset asked in one step with the change: no client is
 		// given the streamer of the old params after this returns.
 		s.resetReq = true
 	}
 	s.mu.Unlock()
-	if changed {
+	if restart {
 		s.log.Info("streamer params changed", "quality", p.Quality, "desired_fps", p.DesiredFPS, "resolution", p.Resolution)
-		s.wake(s.note)
 		s.wake(s.kick)
+	}
+	if p.H264Bitrate != old.H264Bitrate || p.H264GOP != old.H264GOP {
+		// A new encoder, not a new ustreamer: the MJPEG clients go on.
+		s.cfg.H264.SetSettings(p.H264Bitrate, p.H264GOP)
+	}
+	if p != old {
+		s.wake(s.note)
 	}
 	return nil
 }
@@ -296,6 +327,19 @@ func (s *Streamer) Params() Params {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.params
+}
+
+// Hold starts the streamer if need be and waits until it runs: for a
+// client that reads it other than over its socket (its raw sink). The
+// streamer stays until release is called. Its error is waitReady's:
+// ErrNotInstalled, ErrNoCapture, ErrNotRunning.
+func (s *Streamer) Hold(ctx context.Context) (release func(), err error) {
+	release = s.Acquire()
+	if _, err := s.waitReady(ctx); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
 }
 
 // Stream opens the streamer's MJPEG stream (its /stream, with the

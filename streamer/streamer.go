@@ -17,6 +17,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"kvmd/h264"
 	"kvmd/hw"
 	"kvmd/internal/backoff"
 	"kvmd/subsystem"
@@ -90,6 +91,12 @@ type Config struct {
 	// Forever keeps the streamer running without clients (kvmd's
 	// streamer.forever).
 	Forever bool
+	// H264, when set, is the H.264 encoding of the picture: the state's
+	// features.h264, its params h264_bitrate and h264_gop (from
+	// H264Bitrate, 0 for h264.DefaultBitrate, and H264GOP until
+	// set_params changes them), and what it is doing.
+	H264                 H264
+	H264Bitrate, H264GOP int
 
 	ShutdownDelay, ResetDelay, StatePoll time.Duration
 	StartTimeout, RequestTimeout         time.Duration
@@ -181,6 +188,10 @@ func New(cfg Config) *Streamer {
 	if cfg.Video == nil {
 		cfg.Video = noVideo{}
 	}
+	if cfg.H264Bitrate == 0 {
+		cfg.H264Bitrate = h264.DefaultBitrate
+	}
+
 	s := &Streamer{
 		cfg:     cfg,
 		sock:    filepath.Join(cfg.Dir, SocketName),
@@ -188,7 +199,11 @@ func New(cfg Config) *Streamer {
 		kick:    make(chan struct{}, 1),
 		note:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
-		params:  Params{Quality: cfg.Quality, DesiredFPS: cfg.DesiredFPS, Resolution: cfg.Resolution},
+		params: Params{Quality: cfg.Quality, DesiredFPS: cfg.DesiredFPS, Resolution: cfg.Resolution,
+			H264Bitrate: cfg.H264Bitrate, H264GOP: cfg.H264GOP},
+	}
+	if cfg.H264 != nil {
+		cfg.H264.SetSettings(cfg.H264Bitrate, cfg.H264GOP)
 	}
 	s.hc = &http.Client{Transport: &http.Transport{
 		DialContext: s.dial,
@@ -202,6 +217,21 @@ func New(cfg Config) *Streamer {
 	}}
 	return s
 }
+
+// H264 is the H.264 encoding the state reports (Config.H264).
+type H264 interface {
+	// SetSettings gives the encoder new settings (set_params).
+	SetSettings(bitrate, gop int)
+	// Status is what the encoding is doing.
+	Status() h264.Status
+	// State is this daemon's "h264" key of the state: the encoder and
+	// its clients (package httpd's shape).
+	State() any
+}
+
+// Changed says the H.264 encoding's status changed: the state watcher
+// looks at once rather than at its next poll.
+func (s *Streamer) Changed() { s.wake(s.note) }
 
 // dial connects to the streamer's socket, whatever the address asked.
 func (s *Streamer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -341,24 +371,12 @@ func (s *Streamer) Run(ctx context.Context) {
 
 	var (
 		cur          *instance
-		stopT, waitT clockwork.Timer
+		stopT, waitT backoff.Timer
 		restarts     backoff.Backoff
 	)
-	timerC := func(t clockwork.Timer) <-chan time.Time {
-		if t == nil {
-			return nil
-		}
-		return t.Chan()
-	}
-	cancel := func(t *clockwork.Timer) {
-		if *t != nil {
-			(*t).Stop()
-			*t = nil
-		}
-	}
 	defer func() {
-		cancel(&stopT)
-		cancel(&waitT)
+		stopT.Stop()
+		waitT.Stop()
 		if cur != nil {
 			s.stop(cur, "the daemon is stopping")
 			s.setCur(nil, nil)
@@ -386,38 +404,38 @@ func (s *Streamer) Run(ctx context.Context) {
 			s.stop(cur, "reset")
 			cur = nil
 			s.setCur(nil, nil)
-			cancel(&stopT)
-			cancel(&waitT)
-			waitT = s.cfg.Clock.NewTimer(s.cfg.ResetDelay)
+			stopT.Stop()
+			waitT.Stop()
+			waitT.Start(s.cfg.Clock, s.cfg.ResetDelay)
 		}
-		if want && stopT != nil {
-			cancel(&stopT)
+		if want && stopT.Set() {
+			stopT.Stop()
 			s.log.Info("streamer stop cancelled: a client came")
 		}
 		if retry && permanent && cur == nil {
 			// A client now, where the last start found no program or
 			// no capture device: look again at once.
-			cancel(&waitT)
+			waitT.Stop()
 		}
-		if want && cur == nil && waitT == nil {
+		if want && cur == nil && !waitT.Set() {
 			inst, err := s.start(ctx)
 			if err != nil {
 				d := restarts.Ended(0)
 				s.log.Warn("streamer not started", "err", err, "retry_in", d.String())
 				s.setCur(nil, err)
-				waitT = s.cfg.Clock.NewTimer(d)
+				waitT.Start(s.cfg.Clock, d)
 			} else {
 				cur = inst
 				s.setCur(inst, nil)
 			}
 		}
-		if !want && cur != nil && stopT == nil {
+		if !want && cur != nil && !stopT.Set() {
 			s.log.Info("no streamer clients: stopping the streamer after the shutdown delay", "delay", s.cfg.ShutdownDelay.String())
-			stopT = s.cfg.Clock.NewTimer(s.cfg.ShutdownDelay)
+			stopT.Start(s.cfg.Clock, s.cfg.ShutdownDelay)
 		}
 		if !want && cur == nil {
 			// Nobody waits for a restart: none until a client comes.
-			cancel(&waitT)
+			waitT.Stop()
 			restarts.Reset()
 		}
 
@@ -429,16 +447,16 @@ func (s *Streamer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.kick:
-		case <-timerC(stopT):
-			stopT = nil
+		case <-stopT.C():
+			stopT.Fired()
 			if cur != nil && s.leaveIfUnwanted(cur) {
 				s.stop(cur, "no clients")
 				cur = nil
 				s.setCur(nil, nil)
 				restarts.Reset()
 			}
-		case <-timerC(waitT):
-			waitT = nil
+		case <-waitT.C():
+			waitT.Fired()
 		case <-exited:
 			ran := s.cfg.Clock.Since(cur.started)
 			d := restarts.Ended(ran)
@@ -446,9 +464,9 @@ func (s *Streamer) Run(ctx context.Context) {
 			err := fmt.Errorf("%w: %v", ErrExited, cur.err)
 			cur = nil
 			s.setCur(nil, err)
-			cancel(&stopT)
-			cancel(&waitT)
-			waitT = s.cfg.Clock.NewTimer(d)
+			stopT.Stop()
+			waitT.Stop()
+			waitT.Start(s.cfg.Clock, d)
 		}
 	}
 }

@@ -38,17 +38,32 @@ func getAs(t *testing.T, addr, path, passwd string) (*http.Response, []byte) {
 // given directory; the daemon's log has ustreamer's. Then with a
 // --streamer that does not exist: the rest of the API works, and the
 // streamer endpoints say what is missing.
-func TestServeStreamer(t *testing.T) {
-	ustreamer := testutil.NeedTool(t, "ustreamer", "ustreamer")
+// rpi4Root unpacks the Raspberry Pi 4's tree (a TC358743 on unicam) for
+// kvmd serve --root.
+func rpi4Root(t *testing.T) string {
+	t.Helper()
 	root := t.TempDir()
 	if err := fixture.UnpackFile("../../board/testdata/rpi4.ttar", root); err != nil {
 		t.Fatal(err)
 	}
-	sockDir, err := os.MkdirTemp("", "kvst")
+	return root
+}
+
+// sockDir is a directory for the streamer's socket, short enough for a
+// unix socket's path (t.TempDir's can be too long).
+func sockDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kvst")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(sockDir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func TestServeStreamer(t *testing.T) {
+	ustreamer := testutil.NeedTool(t, "ustreamer", "ustreamer")
+	root, sockDir := rpi4Root(t), sockDir(t)
 	users := usersFile(t, "admin", "pw")
 	addr := testutil.FreeAddr(t)
 	d := startDaemon(t, nil, nil, "serve", "--users", users, "--listen", addr, "--root", root,

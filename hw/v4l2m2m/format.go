@@ -232,6 +232,16 @@ func fwhtKey(data []byte) bool {
 	return binary.BigEndian.Uint32(data[flagsAt:])&iFrame != 0
 }
 
+// FWHTSize reads the picture size in an FWHT frame's header (after the
+// version, big-endian, as fwhtKey reads it); ok is false for data too
+// short to hold one.
+func FWHTSize(data []byte) (width, height int, ok bool) {
+	if len(data) < 44 {
+		return 0, 0, false
+	}
+	return int(binary.BigEndian.Uint32(data[12:])), int(binary.BigEndian.Uint32(data[16:])), true
+}
+
 // h264Key says whether an Annex B access unit holds an IDR picture (NAL
 // unit type 5).
 func h264Key(data []byte) bool {

@@ -2,7 +2,6 @@ package v4l2m2m
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -62,10 +61,11 @@ func yuyvBars(w, h, stride int) []byte {
 // fwhtSize reads the picture size in an FWHT frame's header.
 func fwhtSize(t *testing.T, data []byte) (int, int) {
 	t.Helper()
-	if len(data) < 44 {
+	w, h, ok := FWHTSize(data)
+	if !ok {
 		t.Fatalf("an FWHT frame of %d bytes", len(data))
 	}
-	return int(binary.BigEndian.Uint32(data[12:])), int(binary.BigEndian.Uint32(data[16:]))
+	return w, h
 }
 
 // mappings counts this process's mappings and open files of the node.

@@ -3,6 +3,8 @@ package backoff
 import (
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 func TestDelay(t *testing.T) {
@@ -35,5 +37,32 @@ func TestBackoff(t *testing.T) {
 	b.Reset()
 	if got := b.Ended(0); got != time.Second {
 		t.Errorf("after Reset: wait %v, want 1s", got)
+	}
+}
+
+func TestTimer(t *testing.T) {
+	var tm Timer
+	if tm.Set() || tm.C() != nil {
+		t.Fatal("the zero Timer is set")
+	}
+	c := clockwork.NewFakeClock()
+	tm.Start(c, time.Second)
+	if !tm.Set() {
+		t.Fatal("not set after Start")
+	}
+	c.Advance(time.Second)
+	select {
+	case <-tm.C():
+		tm.Fired()
+	case <-time.After(time.Second):
+		t.Fatal("did not fire")
+	}
+	if tm.Set() {
+		t.Error("set after it fired")
+	}
+	tm.Start(c, time.Second)
+	tm.Stop()
+	if tm.Set() || tm.C() != nil {
+		t.Error("set after Stop")
 	}
 }

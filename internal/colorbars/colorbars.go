@@ -1,13 +1,17 @@
 // Package colorbars checks that a picture of the host's screen shows a
 // known test picture, vivid's 75 % colour bars, where the picture is: not
 // a blank, a placeholder or the wrong pattern. The booted test holds
-// ustreamer's snapshots to it, and the tools module's screen package the
-// browser's screenshots. Tests only.
+// ustreamer's snapshots to it, the H.264 tests their decoded pictures, and
+// the tools module's screen package the browser's screenshots. It draws
+// them too, for the demo's picture and the tests' generated ones. Tests
+// and the demo build only.
 package colorbars
 
 import (
 	"fmt"
 	"image"
+	"image/color"
+	"image/draw"
 )
 
 // Bars75 are the eight bars of the ITU-R 75 % colour-bar sequence, left to
@@ -20,9 +24,18 @@ var Bars75 = [][3]int{
 }
 
 // Tolerance is how far a channel may be from the bar's: what a YUV 4:2:2
-// capture, a JPEG at quality 80, the browser's scaling and a studio-range
-// conversion move a flat colour.
+// capture, a JPEG at quality 80, an H.264 encoding, the browser's scaling
+// and a studio-range conversion move a flat colour.
 const Tolerance = 40
+
+// Draw draws the bars across r of img.
+func Draw(img draw.Image, r image.Rectangle) {
+	for i, c := range Bars75 {
+		x0 := r.Min.X + i*r.Dx()/len(Bars75)
+		x1 := r.Min.X + (i+1)*r.Dx()/len(Bars75)
+		draw.Draw(img, image.Rect(x0, r.Min.Y, x1, r.Max.Y), image.NewUniform(color.RGBA{uint8(c[0]), uint8(c[1]), uint8(c[2]), 255}), image.Point{}, draw.Src)
+	}
+}
 
 // Check checks that the picture drawn in rect of img (x, y, width, height,
 // in img's pixels) has the bars across it at the height frac of it (0 the

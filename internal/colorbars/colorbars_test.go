@@ -75,3 +75,16 @@ func TestCheckWholeJPEG(t *testing.T) {
 		t.Error("a grey JPEG passed")
 	}
 }
+
+// TestDraw: the bars drawn into part of a picture are what Check finds
+// there, and not beside it.
+func TestDraw(t *testing.T) {
+	img := image.NewRGBA(image.Rect(0, 0, 900, 500))
+	Draw(img, image.Rect(10, 20, 810, 470))
+	if _, err := Check(img, [4]float64{10, 20, 800, 450}, .5); err != nil {
+		t.Errorf("the bars drawn: %v", err)
+	}
+	if _, err := Check(img, [4]float64{110, 20, 800, 450}, .5); err == nil {
+		t.Error("the bars drawn, shifted by one, passed")
+	}
+}

@@ -214,6 +214,12 @@ func Start(o Options, stdout io.Writer, log *slog.Logger) (d *Demo, err error) {
 		Program: streamer.Program{Version: "demo", Features: map[string]bool{}},
 		Source:  Picture, Width: pictureWidth, Height: pictureHeight,
 	}
+	if os.Getenv("KVMD_DEMO_STAMP") == "1" {
+		// make bench's latency: every picture drawn anew, with its
+		// number and the time it was drawn in it (framestamp).
+		l := d.Streamer.(*streamertest.Launcher)
+		l.Source, l.Redraw = StampedPicture(), time.Nanosecond
+	}
 	// What vcgencmd get_throttled prints on a healthy board: throttled=0x0
 	// (board/testdata/SOURCES.md, dog5).
 	d.Mailbox = mailboxtest.New(0)

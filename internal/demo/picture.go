@@ -4,12 +4,16 @@ import (
 	"image"
 	"image/color"
 	"image/draw"
+	"sync/atomic"
 	"time"
 
 	xdraw "golang.org/x/image/draw"
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
+
+	"kvmd/internal/colorbars"
+	"kvmd/internal/framestamp"
 )
 
 // The demo's capture: what its fake capture device reports (1080p60), and
@@ -19,16 +23,6 @@ const (
 	pictureHeight = 1080
 )
 
-// barColours are the eight bars of the ITU-R 75 % colour-bar sequence
-// (white, yellow, cyan, green, magenta, red and blue at 75 %, then black),
-// the picture vivid shows by default (drivers/media/common/v4l2-tpg/
-// v4l2-tpg-core.c, tpg_get_color), so that the demo's console looks like
-// the booted test's.
-var barColours = []color.RGBA{
-	{191, 191, 191, 255}, {191, 191, 0, 255}, {0, 191, 191, 255}, {0, 191, 0, 255},
-	{191, 0, 191, 255}, {191, 0, 0, 255}, {0, 0, 191, 255}, {0, 0, 0, 255},
-}
-
 // Picture draws the demo's picture at t: colour bars over two thirds of
 // the frame, and below them a band with the words "kvmd demo", the clock,
 // and a square that moves one step a second, so that a newcomer sees the
@@ -36,10 +30,9 @@ var barColours = []color.RGBA{
 func Picture(t time.Time, w, h int) image.Image {
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	barsH := h * 2 / 3
-	for i, c := range barColours {
-		r := image.Rect(i*w/len(barColours), 0, (i+1)*w/len(barColours), barsH)
-		draw.Draw(img, r, image.NewUniform(c), image.Point{}, draw.Src)
-	}
+	// vivid's bars, so that the demo's console looks like the booted
+	// test's.
+	colorbars.Draw(img, image.Rect(0, 0, w, barsH))
 	draw.Draw(img, image.Rect(0, barsH, w, h), image.NewUniform(color.RGBA{16, 16, 40, 255}), image.Point{}, draw.Src)
 	// The moving square: a step a second across the band.
 	step := w / 60
@@ -60,4 +53,17 @@ func text(dst *image.RGBA, s string, x, y, scale int) {
 	d.DrawString(s)
 	r := image.Rect(x, y, x+small.Bounds().Dx()*scale, y+small.Bounds().Dy()*scale)
 	xdraw.NearestNeighbor.Scale(dst, r, small, small.Bounds(), xdraw.Over, nil)
+}
+
+// StampedPicture returns a source of the demo's picture with each
+// picture's number and the time it is drawn written into it
+// (framestamp), for make bench's latency through the daemon
+// (KVMD_DEMO_STAMP=1).
+func StampedPicture() func(t time.Time, w, h int) image.Image {
+	var n atomic.Uint32
+	return func(t time.Time, w, h int) image.Image {
+		img := Picture(t, w, h).(*image.RGBA)
+		framestamp.Draw(img, uint16(n.Add(1)), time.Now())
+		return img
+	}
 }

@@ -7,6 +7,10 @@
 package procgroup
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
 	"os"
 	"syscall"
 )
@@ -17,4 +21,19 @@ import (
 func Kill(p *os.Process) {
 	syscall.Kill(-p.Pid, syscall.SIGKILL)
 	p.Kill()
+}
+
+// Lines calls line with each line of a child's output r, its end of line
+// removed, until r ends. A line longer than 4 KiB is cut there.
+func Lines(r io.Reader, line func(string)) {
+	br := bufio.NewReaderSize(r, 4096)
+	for {
+		b, err := br.ReadSlice('\n')
+		if len(b) > 0 {
+			line(string(bytes.TrimRight(b, "\r\n")))
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
 }

@@ -1,6 +1,7 @@
 // Package testutil holds the few helpers that tests of several packages
 // share: a buffer a child process and a test may use at once, a free
-// loopback address, a tree copier, and a self-signed certificate.
+// loopback address, a tree copier, a self-signed certificate, and a
+// logger into the test's output.
 package testutil
 
 import (
@@ -14,6 +15,7 @@ import (
 	"encoding/pem"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -175,6 +177,25 @@ func WriteCertPEM(t testing.TB, dir string, c tls.Certificate) (cert, key string
 		"tls.key": string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})),
 	})
 	return cert, key
+}
+
+// Logger logs into t's output (shown with -v or when t fails), at debug
+// level.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// WaitFor waits until cond holds, for at most d, failing t if it never
+// does.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // BlockUntil waits until n timers or tickers wait on clock, failing t

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"kvmd/internal/procgroup"
 	"kvmd/internal/testutil"
 )
 
@@ -30,27 +29,11 @@ func TestUstreamer(t *testing.T) {
 	path := testutil.NeedTool(t, "ustreamer", "ustreamer")
 	name := fmt.Sprintf("kvmd-memsink-test-%d", os.Getpid())
 	dir := t.TempDir()
-	cmd := exec.Command(path, "--device=/dev/kvmd-memsink-test-none", "--raw-sink="+name, "--raw-sink-rm",
-		"--raw-sink-client-ttl=1", "--unix="+filepath.Join(dir, "s"), "--unix-rm", "--no-log-colors")
-	var out testutil.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = procgroup.Attr()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// SIGTERM: ustreamer removes its sink (--raw-sink-rm) as it ends.
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			procgroup.Kill(cmd.Process)
-			<-done
-		}
-		os.Remove("/dev/shm/" + name)
-	})
+	// SIGTERM: ustreamer removes its sink (--raw-sink-rm) as it ends.
+	// Cleanups run last first: the sink removed after ustreamer ended.
+	t.Cleanup(func() { os.Remove("/dev/shm/" + name) })
+	out := testutil.Start(t, exec.Command(path, "--device=/dev/kvmd-memsink-test-none", "--raw-sink="+name, "--raw-sink-rm",
+		"--raw-sink-client-ttl=1", "--unix="+filepath.Join(dir, "s"), "--unix-rm", "--no-log-colors"), syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var r *Reader

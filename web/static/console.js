@@ -1,7 +1,8 @@
 // The console: the host's screen, live from the streamer the daemon runs
-// (/streamer/stream, scaled to fit), with the keyboard and mouse captured
-// over it and sent as kvmd's /api/ws input messages, the signal's state
-// over the picture when there is none to show, and the ATX buttons at hand.
+// (WebRTC, else Direct H.264 through WebCodecs, else MJPEG: video.js;
+// scaled to fit), with the keyboard and mouse captured over it and sent
+// as kvmd's /api/ws input messages, the signal's state over the picture
+// when there is none to show, and the ATX buttons at hand.
 //
 // Keys go by KeyboardEvent.code ({"event_type":"key","event":{"key":"KeyA",
 // "state":true}}), the mouse as an absolute position on the picture
@@ -10,9 +11,9 @@
 // (web/share/js/kvm/keyboard.js and mouse.js in github.com/pikvm/kvmd).
 import { atxControls } from './atx.js';
 import { $, api, apiJSON, errorMessage, initNav, markReady, setHost } from './common.js';
+import { Player, modeName } from './video.js';
 
 const RECONNECT = 2000; // ms before a dropped event stream is reopened
-const STREAM_RETRY = 1000; // ms before a failed stream is asked again
 const SCROLL_RATE = 5; // wheel steps a notch, PiKVM's default
 // Keys a stuck-key release lets go of whether or not this page pressed
 // them: a modifier held when focus moved away stays held on the host.
@@ -50,21 +51,11 @@ function message(text, bad) {
 
 // ---- The picture
 
-/** startStream (re)opens the stream, with a new client key. */
-function startStream() {
-  const key = Math.random().toString(36).slice(2, 10);
-  let q = '?key=' + key;
-  // ustreamer's fixes of the browsers' MJPEG bugs, as PiKVM's page asks
-  // for them (stream_mjpeg.js): Blink draws a frame only when the next
-  // one's headers come; WebKit needs the last frame of a series twice.
-  const ua = navigator.userAgent;
-  if (/Chrome|Chromium|Edg\//.test(ua)) q += '&advance_headers=1';
-  else if (/Safari/.test(ua)) q += '&dual_final_frames=1';
-  img.src = '/streamer/stream' + q;
-}
-
-img.addEventListener('error', () => setTimeout(startStream, STREAM_RETRY));
-img.addEventListener('load', () => { screen.dataset.frames = '1'; });
+const player = new Player({ screen, img, video: $('video'), canvas: $('canvas') }, () => render());
+// ?video=webrtc|media|mjpeg keeps to one way (and the select does).
+const asked = new URLSearchParams(location.search).get('video') || '';
+$('con-video').value = asked;
+$('con-video').addEventListener('change', (e) => player.force(e.target.value));
 
 /** overlayText says why there is no picture, or '' when there is one. */
 function overlayText() {
@@ -94,6 +85,13 @@ function render() {
   if (ws && ws.readyState === WebSocket.OPEN) {
     if (src?.resolution?.width) parts.push(`${src.resolution.width}×${src.resolution.height}`);
     if (st.streamer) parts.push(`${src?.captured_fps ?? 0} fps`);
+    if (player.mode) {
+      const s = player.stats;
+      let v = modeName(player.mode);
+      if (s.kbps !== null) v += ` ${s.kbps} kbit/s`;
+      if (s.latency !== null) v += `, ${s.latency} ms`;
+      parts.push(v);
+    }
     parts.push(clients === 1 ? '1 viewer' : `${clients} viewers`);
     if (captured) parts.push('keyboard and mouse captured');
   } else {
@@ -101,7 +99,9 @@ function render() {
   }
   const status = $('con-status');
   status.textContent = parts.join(' · ');
-  status.title = status.textContent; // the whole of it where the bar cuts it
+  status.title = status.textContent + (player.error ? '\n' + player.error : ''); // the whole of it where the bar cuts it
+  screen.dataset.bitrate = player.stats.kbps ?? '';
+  screen.dataset.latency = player.stats.latency ?? '';
   renderStreamControls();
 }
 
@@ -151,10 +151,18 @@ function onStreamer(ev) {
   else Object.assign(st, ev);
   const now = !!st.streamer;
   // A streamer that started again (it died, or its params changed)
-  // ended the stream this page had: ask for the new one's.
-  if (now && !running && ranBefore) startStream();
+  // ended the MJPEG stream this page had: ask for the new one's.
+  if (now && !running && ranBefore && player.mode === 'mjpeg') player.start('mjpeg');
   if (now) ranBefore = true;
   running = now;
+  if (st.features) {
+    if (!player.mode && asked) {
+      player.h264 = !!st.features.h264;
+      player.force(asked);
+    } else {
+      player.setH264(!!st.features.h264);
+    }
+  }
   render();
   markReady();
 }
@@ -227,11 +235,12 @@ screen.addEventListener('keyup', (e) => {
   send('key', { key: e.code, state: false });
 });
 
-/** pictureRect is where the picture is drawn in the page: the image box less the bars object-fit leaves. */
+/** pictureRect is where the picture is drawn in the page: the element's box less the bars object-fit leaves. */
 function pictureRect() {
-  const r = img.getBoundingClientRect();
-  const nw = img.naturalWidth || st.streamer?.source?.resolution?.width;
-  const nh = img.naturalHeight || st.streamer?.source?.resolution?.height;
+  const r = player.element().getBoundingClientRect();
+  const size = player.size();
+  const nw = size?.w || st.streamer?.source?.resolution?.width;
+  const nh = size?.h || st.streamer?.source?.resolution?.height;
   if (!nw || !nh || !r.width || !r.height) return null;
   const scale = Math.min(r.width / nw, r.height / nh);
   const w = nw * scale;
@@ -319,5 +328,5 @@ function renderATX(a) {
 
 initNav();
 apiJSON('/api/info?fields=node').then((info) => setHost(info.node?.host)).catch(() => {});
-startStream();
+addEventListener('pagehide', () => player.stop()); // ends a WebRTC session at once
 connect();

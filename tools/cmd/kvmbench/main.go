@@ -15,6 +15,7 @@
 //	kvmbench run --kvmd PATH [--ui-loads 20] --only ui
 //	kvmbench run --kvmd PATH --only diag
 //	kvmbench run --kvmd PATH [--cpu-rounds 7] [--cpu-requests 30000] --only load
+//	kvmbench run --kvmd PATH --only video
 //	kvmbench baseline --listen 127.0.0.1:PORT
 package main
 
@@ -46,6 +47,7 @@ const usage = `usage:
   kvmbench run --kvmd PATH --only diag
   kvmbench run --kvmd PATH [--cpu-rounds N] [--cpu-requests N] --only load
   kvmbench run --kvmd PATH [--msd-mib N] --only msd
+  kvmbench run --kvmd PATH --only video
   kvmbench baseline --listen 127.0.0.1:PORT
 `
 
@@ -137,10 +139,11 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.BoolVar(&cfg.Attack, "attack", cfg.Attack, "measure unauthenticated bodies, a print's memory, revocation of a password's streams and one viewer's long requests beside an admin (\"Under attack\")")
 	fs.BoolVar(&cfg.MSD, "msd", cfg.MSD, "measure a virtual media upload against cat+sync (\"Virtual media upload\")")
 	fs.IntVar(&cfg.MSDMiB, "msd-mib", cfg.MSDMiB, "the image's size for the virtual media upload, MiB")
+	fs.BoolVar(&cfg.Video, "video", cfg.Video, "measure the picture through MJPEG, Direct H.264 and WebRTC: latency, bitrate, CPU, memory (needs ffmpeg)")
 	fs.StringVar(&cfg.Only, "only", "", `"qemu": run only the qemu measurements and print them (needs --arm-dir, no --out);`+"\n"+
 		`"ui": only the web UI page loads (no --out); "ws": only the /api/ws rows (no --out); "stress": only the "Under load" section (no --out);`+"\n"+
 		`"attack": only the "Under attack" section (no --out);`+"\n"+
-		`"diag": only the diagnostics bundle row (no --out); "msd": only the virtual media upload (no --out);`+"\n"+
+		`"diag": only the diagnostics bundle row (no --out); "msd": only the virtual media upload (no --out); "video": only the picture's rows (no --out);`+"\n"+
 		`"load": only the load rows and the CPU per request (no --out)`)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -190,12 +193,12 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 		if cfg.WSClients == 0 || cfg.WSSamples == 0 || cfg.Out != "" {
 			bad = append(bad, "--only ws needs --ws-clients and --ws-samples above 0 and does not write --out")
 		}
-	case "stress", "attack", "diag", "msd", "load":
+	case "stress", "attack", "diag", "msd", "load", "video":
 		if cfg.Out != "" {
 			bad = append(bad, "--only "+cfg.Only+" does not write --out")
 		}
 	default:
-		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws, stress, attack, diag, msd and load", cfg.Only))
+		bad = append(bad, fmt.Sprintf("--only %q: the parts that run alone are qemu, ui, ws, stress, attack, diag, msd, load and video", cfg.Only))
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "kvmbench run: %s\n%s", strings.Join(bad, "; "), usage)

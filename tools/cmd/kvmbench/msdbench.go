@@ -65,19 +65,11 @@ func runMSDBench(ctx context.Context, procs *children, kvmd, users, passwd, dir 
 			return nil, err
 		}
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	args := append(demoServeArgs(addr, users, filepath.Join(dir, "no-journal")), "--msd-dir", store)
-	srv, err := procs.start("kvmd-msd", kvmd, args, filepath.Join(dir, "kvmd-msd.log"))
+	srv, addr, err := startDemo(ctx, procs, kvmd, users, dir, "kvmd-msd", nil, "--msd-dir", store)
 	if err != nil {
 		return nil, err
 	}
 	defer procs.stop(srv, 3*time.Second)
-	if _, err := waitListening(ctx, srv, addr); err != nil {
-		return nil, err
-	}
 	pid := srv.cmd.Process.Pid
 	if res.rssBefore, err = readVmRSS(pid); err != nil {
 		return nil, err

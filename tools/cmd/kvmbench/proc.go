@@ -38,12 +38,20 @@ type children struct {
 }
 
 func (cs *children) start(name, path string, args []string, logPath string) (*child, error) {
+	return cs.startEnv(name, path, args, nil, logPath)
+}
+
+// startEnv starts a child with env added to this process's environment.
+func (cs *children) startEnv(name, path string, args, env []string, logPath string) (*child, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close() // the child holds its own descriptor
 	cmd := exec.Command(path, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = procgroup.Attr()

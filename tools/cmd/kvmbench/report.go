@@ -64,6 +64,7 @@ type report struct {
 	qemu             []*qemuResult // nil when the qemu section was skipped
 	diag             *diagResult   // nil when the diagnostics row was skipped
 	msd              *msdResult    // nil when the virtual media rows were skipped
+	video            *videoResult  // nil when the picture's rows were skipped
 	cpu              *cpuResult    // nil when the CPU-per-request pairs were skipped
 	goBench          *goBench      // --go-bench, nil without
 	goBenchBefore    *goBench      // --go-bench-before, nil without
@@ -331,6 +332,10 @@ func (rep *report) markdown() []byte {
 	if rep.msd != nil {
 		fmt.Fprintf(&b, "\n## Virtual media upload\n\n%s", msdMethod(rep.msd.size))
 		writeMSD(&b, rep.msd)
+	}
+	if rep.video != nil {
+		fmt.Fprintf(&b, "\n## The picture: MJPEG, Direct H.264 and WebRTC\n\n%s", videoMethod(rep.video))
+		writeVideo(&b, rep.video)
 	}
 	if rep.qemu != nil {
 		fmt.Fprintf(&b, "\n## ARM builds under qemu-user\n\n")

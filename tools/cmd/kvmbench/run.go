@@ -58,6 +58,8 @@ type runConfig struct {
 	MSD    bool // the virtual media upload rows
 	MSDMiB int  // the image's size for them, MiB
 
+	Video bool // the picture's rows: latency, bitrate, CPU and memory of MJPEG, Direct H.264 and WebRTC
+
 	ARMDir         string        // where kvmd-linux-ARCH are; "" skips the qemu section
 	ARMBaselineDir string        // where kvmbench-linux-ARCH are: beside this binary
 	QemuIdle       time.Duration // idle time under qemu before reading RSS
@@ -99,6 +101,7 @@ func defaultRunConfig() runConfig {
 		Diag:   true,
 		MSD:    true,
 		MSDMiB: 1024,
+		Video:  true,
 
 		QemuIdle: 2 * time.Second,
 	}
@@ -289,6 +292,14 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 		fmt.Fprint(stdout, msdMethod(res.size))
 		writeMSD(stdout, res)
 		return res.failure()
+	case "video":
+		res, err := runVideoBench(ctx, &procs, kvmd, users, passwd, dir, logf)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, videoMethod(res))
+		writeVideo(stdout, res)
+		return nil
 	case "stress":
 		res, err := runStress(ctx, cfg, &procs, kvmd, users, passwd, dir, logf)
 		if err != nil {
@@ -457,6 +468,11 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 			return fmt.Errorf("virtual media: %w", err)
 		}
 	}
+	if cfg.Video {
+		if rep.video, err = runVideoBench(ctx, &procs, kvmd, users, passwd, dir, logf); err != nil {
+			return fmt.Errorf("the picture: %w", err)
+		}
+	}
 	rep.finished = time.Now()
 
 	rep.writeTable(stdout)
@@ -485,6 +501,26 @@ func run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) (err erro
 // journal read there is the caller's (a missing directory: none).
 func demoServeArgs(addr, users, journalDir string) []string {
 	return []string{"serve", "--demo", "--listen", addr, "--users", users, "--journal-dir", journalDir}
+}
+
+// startDemo starts kvmd serve --demo (demoServeArgs, and extra) as name,
+// with env added to its environment, and waits until it listens: its
+// address is returned. The caller stops it.
+func startDemo(ctx context.Context, procs *children, kvmd, users, dir, name string, env []string, extra ...string) (*child, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	args := append(demoServeArgs(addr, users, filepath.Join(dir, "no-journal")), extra...)
+	srv, err := procs.startEnv(name, kvmd, args, env, filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := waitListening(ctx, srv, addr); err != nil {
+		procs.stop(srv, 3*time.Second)
+		return nil, "", err
+	}
+	return srv, addr, nil
 }
 
 // baselineRoutes are the baseline's paths answering kvmd's bytes for the

@@ -164,6 +164,7 @@ func testRunConfig(t *testing.T) runConfig {
 	cfg.WSClients = 0  // and the /api/ws rows, its ATX
 	cfg.Diag = false   // and the diagnostics row, the bundle
 	cfg.MSD = false    // and the virtual media rows, its storage (TestMSDBench runs them)
+	cfg.Video = false  // and the picture's rows, its encoder and WebRTC
 	return cfg
 }
 

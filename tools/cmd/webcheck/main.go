@@ -2,9 +2,14 @@
 // the booted-system test (imagetest), which cannot import a browser
 // driver: the product module keeps chromedp out of its go.mod.
 //
-//	webcheck console -url URL -user U -passwd P [-out PNG] [-bars] [-overlay TEXT] [-type TEXT] [-click FX,FY]
-//	webcheck pikvm -url URL -user U -passwd P [-out PNG]
+//	webcheck console -url URL -user U -passwd P [-video WAY] [-out PNG] [-bars] [-overlay TEXT] [-type TEXT] [-click FX,FY]
+//	webcheck pikvm -url URL -user U -passwd P [-video WAY] [-out PNG]
 //	webcheck bars -in PNG
+//
+// -video is how the page takes the picture: mjpeg (the default), or media
+// (Direct H.264 over /api/media/ws, decoded with WebCodecs); the console
+// takes webrtc too (the guest's UDP is out of the host's reach under
+// qemu's user network: the booted test's WebRTC peer runs in the guest).
 //
 // console logs in through the login page and opens the console; with
 // -bars it waits for the picture and checks it shows the 75 % colour bars
@@ -74,6 +79,7 @@ func main() {
 	click := fs.String("click", "", "click the picture, then click at FX,FY (fractions of the picture's size)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	in := fs.String("in", "", "bars: the PNG to check")
+	video := fs.String("video", "mjpeg", "how the page takes the picture: mjpeg, media or webrtc")
 	fs.Parse(os.Args[2:])
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -92,9 +98,9 @@ func main() {
 			}
 			at = []float64{fx, fy}
 		}
-		err = console(ctx, &res, *url, *user, *passwd, *out, *bars, *overlay, *typ, at)
+		err = console(ctx, &res, *url, *user, *passwd, *video, *out, *bars, *overlay, *typ, at)
 	case "pikvm":
-		err = pikvm(ctx, &res, *url, *user, *passwd, *out)
+		err = pikvm(ctx, &res, *url, *user, *passwd, *video, *out)
 	case "bars":
 		err = pictureBars(&res, *in)
 	default:
@@ -180,18 +186,26 @@ func poll(ctx context.Context, what, expr string) error {
 	}
 }
 
-// pictureRect is where an <img> draws its picture with object-fit:
-// contain (the console), or its box (PiKVM's page, which sizes the box to
-// the picture).
+// natural is the picture's own size in an <img>, a <video> or a <canvas>.
+const natural = `((id) => { const e = document.getElementById(id);
+	return [e.naturalWidth || e.videoWidth || e.width || 0, e.naturalHeight || e.videoHeight || e.height || 0]; })`
+
+// pictureRect is where an <img>, <video> or <canvas> draws its picture
+// with object-fit: contain (the console), or its box (PiKVM's page, which
+// sizes the box to the picture).
 const pictureRect = `((id) => {
-	const img = document.getElementById(id); const r = img.getBoundingClientRect();
-	const s = Math.min(r.width / img.naturalWidth, r.height / img.naturalHeight);
-	const w = img.naturalWidth * s, h = img.naturalHeight * s;
+	const [nw, nh] = ` + natural + `(id);
+	const r = document.getElementById(id).getBoundingClientRect();
+	const s = Math.min(r.width / nw, r.height / nh);
+	const w = nw * s, h = nh * s;
 	return [r.left + (r.width - w) / 2, r.top + (r.height - h) / 2, w, h]; })`
+
+// consoleElements are the console's elements of each way (video.js).
+var consoleElements = map[string]string{"mjpeg": "stream", "media": "canvas", "webrtc": "video"}
 
 func shoot(ctx context.Context, res *result, id, out string) ([]byte, error) {
 	if err := chromedp.Run(ctx,
-		chromedp.Evaluate(`[document.getElementById('`+id+`').naturalWidth, document.getElementById('`+id+`').naturalHeight]`, &res.Natural),
+		chromedp.Evaluate(natural+`('`+id+`')`, &res.Natural),
 		chromedp.Evaluate(pictureRect+`('`+id+`')`, &res.Rect)); err != nil {
 		return nil, err
 	}
@@ -207,7 +221,11 @@ func shoot(ctx context.Context, res *result, id, out string) ([]byte, error) {
 	return png, nil
 }
 
-func console(ctx context.Context, res *result, url, user, passwd, out string, bars bool, overlay, typ string, click []float64) error {
+func console(ctx context.Context, res *result, url, user, passwd, video, out string, bars bool, overlay, typ string, click []float64) error {
+	el, ok := consoleElements[video]
+	if !ok {
+		return fmt.Errorf("-video %q: want mjpeg, media or webrtc", video)
+	}
 	bctx, stop, err := browser(ctx)
 	if err != nil {
 		return err
@@ -230,7 +248,7 @@ func console(ctx context.Context, res *result, url, user, passwd, out string, ba
 	}()
 	if err := chromedp.Run(bctx,
 		network.Enable(),
-		chromedp.Navigate(url+"/login?next=%2Fconsole"),
+		chromedp.Navigate(url+"/login?next=%2Fconsole%3Fvideo%3D"+video),
 		chromedp.WaitVisible(`body[data-ready="1"]`, chromedp.ByQuery),
 		chromedp.SendKeys("#user", user, chromedp.ByQuery),
 		chromedp.SendKeys("#passwd", passwd, chromedp.ByQuery),
@@ -249,17 +267,18 @@ func console(ctx context.Context, res *result, url, user, passwd, out string, ba
 			return err
 		}
 		if out != "" {
-			if _, err := shoot(bctx, res, "stream", out); err != nil {
+			if _, err := shoot(bctx, res, el, out); err != nil {
 				return err
 			}
 		}
 	}
 	if bars {
-		if err := poll(bctx, "the picture", `document.getElementById('stream').naturalWidth > 0 && document.getElementById('overlay').hidden`); err != nil {
+		if err := poll(bctx, "the picture", `document.getElementById('screen').dataset.video === `+jsQuote(video)+
+			` && document.getElementById('screen').dataset.frames === '1' && document.getElementById('overlay').hidden`); err != nil {
 			return err
 		}
 		time.Sleep(time.Second) // a frame or two more: the first may be partial
-		png, err := shoot(bctx, res, "stream", out)
+		png, err := shoot(bctx, res, el, out)
 		if err != nil {
 			return err
 		}
@@ -269,7 +288,7 @@ func console(ctx context.Context, res *result, url, user, passwd, out string, ba
 		}
 	}
 	if typ != "" || click != nil {
-		if err := chromedp.Run(bctx, chromedp.Evaluate(pictureRect+`('stream')`, &res.Rect)); err != nil {
+		if err := chromedp.Run(bctx, chromedp.Evaluate(pictureRect+`('`+el+`')`, &res.Rect)); err != nil {
 			return err
 		}
 		cx, cy := res.Rect[0]+res.Rect[2]/2, res.Rect[1]+res.Rect[3]/2
@@ -287,7 +306,7 @@ func console(ctx context.Context, res *result, url, user, passwd, out string, ba
 		// Where the picture is now, as a user aims at what they see: the
 		// capture may have changed the page.
 		var r [4]float64
-		if err := chromedp.Run(bctx, chromedp.Evaluate(pictureRect+`('stream')`, &r)); err != nil {
+		if err := chromedp.Run(bctx, chromedp.Evaluate(pictureRect+`('`+el+`')`, &r)); err != nil {
 			return err
 		}
 		if r != res.Rect {
@@ -314,10 +333,19 @@ func jsQuote(s string) string {
 	return string(b)
 }
 
+// pikvmWays are PiKVM's page's modes (its stream.mode in localStorage):
+// the element that shows the picture and its window's title.
+var pikvmWays = map[string][2]string{"mjpeg": {"stream-image", "HTTP MJPEG - "}, "media": {"stream-canvas", "Direct H.264 - "}}
+
 // pikvm opens PiKVM's KVM page: it logs in through the API as PiKVM's
 // login page does (POST /api/auth/login, the cookie on the proxy's host),
-// then waits for its MJPEG <img id="stream-image"> to show the picture.
-func pikvm(ctx context.Context, res *result, url, user, passwd, out string) error {
+// sets the page's mode, then waits for its MJPEG <img id="stream-image">
+// or its Direct H.264 <canvas id="stream-canvas"> to show the picture.
+func pikvm(ctx context.Context, res *result, url, user, passwd, video, out string) error {
+	way, ok := pikvmWays[video]
+	if !ok {
+		return fmt.Errorf("-video %q: want mjpeg or media", video)
+	}
 	bctx, stop, err := browser(ctx)
 	if err != nil {
 		return err
@@ -329,6 +357,7 @@ func pikvm(ctx context.Context, res *result, url, user, passwd, out string) erro
 	var status float64
 	if err := chromedp.Run(bctx,
 		chromedp.Navigate(url+"/share/css/main.css"), // a page of the proxy without the API's CSP
+		chromedp.Evaluate(`localStorage.setItem('stream.mode', `+jsQuote(video)+`)`, nil),
 		chromedp.Evaluate(login, &status, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) })); err != nil {
 		return fmt.Errorf("logging in: %w", err)
 	}
@@ -341,16 +370,18 @@ func pikvm(ctx context.Context, res *result, url, user, passwd, out string) erro
 	// The page shows the stream undimmed once it found its own client in
 	// the streamer state (by the stream_client cookie): its window's title
 	// then names the mode and the resolution.
-	if err := poll(bctx, "PiKVM's stream", `(() => { const i = document.getElementById('stream-image');
+	// A canvas is 300x150 until the page draws a picture into it.
+	if err := poll(bctx, "PiKVM's stream", `(() => { const [w, h] = `+natural+`(`+jsQuote(way[0])+`);
+		const i = document.getElementById('stream-image');
 		const title = (document.querySelector('#stream-window-header .window-grab') || {}).textContent || '';
-		return !!i && i.naturalWidth > 100 && !i.src.includes('blank-stream') && title.startsWith('HTTP MJPEG - ') &&
-			!title.includes('No video'); })()`); err != nil {
+		return w > 100 && !(w === 300 && h === 150) && !(`+jsQuote(video)+` === 'mjpeg' && i.src.includes('blank-stream')) &&
+			title.startsWith(`+jsQuote(way[1])+`) && !title.includes('No video'); })()`); err != nil {
 		var src string
 		chromedp.Run(bctx, chromedp.Evaluate(`(document.getElementById('stream-image')||{}).src||''`, &src))
 		return fmt.Errorf("%w (the image's src %q)", err, src)
 	}
 	time.Sleep(time.Second)
-	png, err := shoot(bctx, res, "stream-image", out)
+	png, err := shoot(bctx, res, way[0], out)
 	if err != nil {
 		return err
 	}
