@@ -102,7 +102,11 @@ func TestResetStopsPrintBeingPrepared(t *testing.T) {
 	text := strings.Repeat("Some Text To Type, 1 MiB of it.\n", (1<<20)/32)
 	errc := make(chan error, 1)
 	go func() { errc <- d.Print(context.Background(), text, "", 0) }()
-	time.Sleep(20 * time.Millisecond)
+	// The reset comes once the print has begun (a reset before it
+	// stops nothing, and a print after it types its whole text): a fixed
+	// 20 ms was too short under the race detector on a loaded machine,
+	// where the test failed 'the print went on after the reset'.
+	eventually(t, func() bool { return d.State().Busy }, func() string { return "the print never began" })
 	resetStops(t, d, errc)
 }
 
