@@ -78,6 +78,7 @@ func TestPrintHeldMemory(t *testing.T) {
 	before := liveHeap()
 	errc := make(chan error, 1)
 	go func() { errc <- d.Print(context.Background(), text, "", 0) }()
+	eventually(t, func() bool { return d.State().Busy }, func() string { return "the print never began" })
 	var most uint64
 	for range 10 {
 		time.Sleep(20 * time.Millisecond)
