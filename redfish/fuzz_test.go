@@ -3,8 +3,10 @@ package redfish
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +41,7 @@ func FuzzActionBodies(f *testing.F) {
 	handlers := []Handler{(*Service).Reset, (*Service).PatchSystem, (*Service).SetDefaultBootOrder,
 		(*Service).InsertMedia, (*Service).EjectMedia, (*Service).CreateSession}
 	f.Fuzz(func(t *testing.T, body string) {
+		secret := passwordOnly(body, "secret-pw")
 		for _, h := range handlers {
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest("POST", "/", bytes.NewReader([]byte(body)))
@@ -49,9 +52,28 @@ func FuzzActionBodies(f *testing.F) {
 				}
 				WriteError(rec, re)
 			}
-			if rec.Code >= 500 || bytes.Contains(rec.Body.Bytes(), []byte("secret-pw")) {
+			if rec.Code >= 500 || secret && bytes.Contains(rec.Body.Bytes(), []byte("secret-pw")) {
 				t.Fatalf("body %q: %d %s", body, rec.Code, rec.Body)
 			}
 		}
 	})
+}
+
+// passwordOnly reports whether pw is in body only as (part of) the
+// value of its Password field: then an answer that holds pw gave the
+// password away. Elsewhere (an image's name, a URL, a body that is not a
+// JSON object) pw is what the client sent as something else, which an
+// error may quote back.
+func passwordOnly(body, pw string) bool {
+	var m map[string]any
+	if json.Unmarshal([]byte(body), &m) != nil {
+		return false
+	}
+	p, ok := m["Password"].(string)
+	if !ok || !strings.Contains(p, pw) {
+		return false
+	}
+	delete(m, "Password")
+	rest, err := json.Marshal(m)
+	return err == nil && !bytes.Contains(rest, []byte(pw))
 }
