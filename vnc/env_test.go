@@ -405,3 +405,18 @@ func goroutines(t *testing.T, want int) {
 }
 
 func localAddr() netip.Addr { return netip.MustParseAddr("127.0.0.1") }
+
+// logged reports whether the server's log has s, waiting up to 5 s for
+// it: the server writes a line after what the client already saw (a
+// refusal's reason, a closed connection), so a test that looks at once
+// can be ahead of it.
+func (e *env) logged(s string) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(e.logs.String(), s) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}

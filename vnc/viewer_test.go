@@ -36,7 +36,7 @@ func TestTigerVNC(t *testing.T) {
 	}
 	// It takes Tight JPEG at quality 90 (its level 8): the stream's JPEG
 	// as it is.
-	if !strings.Contains(e.logs.String(), `tight_jpeg_quality=90 resize=-308`) {
+	if !e.logged(`tight_jpeg_quality=90 resize=-308`) {
 		t.Errorf("the viewer's encodings are not Tight JPEG at 90 with ExtendedDesktopSize:\n%s", e.logs)
 	}
 	// A new resolution: the viewer's window follows.
@@ -138,7 +138,7 @@ func TestVncSnapshot(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "needs VeNCrypt") {
 		t.Errorf("vncsnapshot: %v, want the reason it is refused:\n%s", err, out)
 	}
-	if !strings.Contains(e.logs.String(), "VNC connection refused") {
+	if !e.logged("VNC connection refused") {
 		t.Errorf("the server's log has no refusal:\n%s", e.logs)
 	}
 }

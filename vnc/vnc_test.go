@@ -195,7 +195,7 @@ func TestKeys(t *testing.T) {
 	if r := e.host.ReadAll(gadget.Mouse, 100*time.Millisecond); len(r) > 0 {
 		t.Errorf("a viewer moved the mouse: %x", r)
 	}
-	if !strings.Contains(e.logs.String(), "VNC input dropped: this user may only watch") {
+	if !e.logged("VNC input dropped: this user may only watch") {
 		t.Errorf("the log does not say the viewer's input was dropped:\n%s", e.logs)
 	}
 }
@@ -340,7 +340,7 @@ func TestRefusals(t *testing.T) {
 		}
 		c.conn.Write([]byte("this is no TLS client hello, but it goes on long enough\r\n"))
 		c.closed(5 * time.Second)
-		if !strings.Contains(e.logs.String(), "TLS handshake failed") {
+		if !e.logged("TLS handshake failed") {
 			t.Errorf("the log does not say the TLS handshake failed")
 		}
 	})
@@ -454,7 +454,7 @@ func TestMalformed(t *testing.T) {
 		})
 	}
 	goroutines(t, base)
-	if !strings.Contains(e.logs.String(), "unknown message type 77") {
+	if !e.logged("unknown message type 77") {
 		t.Errorf("the log does not name the unknown message")
 	}
 }
